@@ -1,0 +1,41 @@
+//! `troupe-agent`, the child: one agent in batch mode. Normally started by
+//! `troupe`, which answers its model requests over stdin/stdout; with
+//! `--model` it runs stand-alone against an endpoint, for debugging. Stdout
+//! carries protocol lines only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use troupe::agent::{AgentOptions, main as agent_main};
+use troupe::cli::model_args::ModelArgs;
+
+/// Run one agent from its task file (normally started by troupe).
+#[derive(Debug, Parser)]
+#[command(name = "troupe-agent", version)]
+struct AgentArgs {
+    /// The task file troupe wrote: <agent dir>/.subagent/task.json.
+    #[arg(long, value_name = "PATH")]
+    task: PathBuf,
+
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
+fn main() -> ExitCode {
+    let args = AgentArgs::parse();
+    let model = match args.model.model.is_some() {
+        true => match args.model.resolve() {
+            Ok(model) => Some(model),
+            Err(e) => {
+                eprintln!("troupe-agent: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        false => None,
+    };
+    agent_main(AgentOptions {
+        task_path: args.task,
+        model,
+    })
+}

@@ -1,0 +1,118 @@
+//! Running the tool calls of one model turn.
+//!
+//! Consecutive read-only calls run together; every other call runs alone,
+//! in order, so a read after a write sees the write. Results come back in
+//! the order the model asked. Calls after `finish_task` are not run.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+
+use super::outbox::Outbox;
+use super::stats::StatsCounter;
+use crate::chat::ToolCall;
+use crate::protocol::FromChild;
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry, cap_output};
+
+/// What one call gave.
+pub struct CallResult {
+    pub output: ToolOutput,
+    /// Set when the agent cannot go on.
+    pub fatal: Option<String>,
+}
+
+pub struct CallRunner {
+    pub registry: ToolRegistry,
+    pub ctx: Arc<ToolContext>,
+    pub stats: Arc<StatsCounter>,
+    pub out: Outbox,
+}
+
+impl CallRunner {
+    pub async fn run_all(&self, calls: &[ToolCall]) -> Vec<CallResult> {
+        let mut results = Vec::with_capacity(calls.len());
+        let mut index = 0;
+        while index < calls.len() {
+            if results
+                .iter()
+                .any(|r: &CallResult| r.output.finish.is_some() || r.fatal.is_some())
+            {
+                results.push(CallResult {
+                    output: ToolOutput::failed("not run: the task had already ended", ""),
+                    fatal: None,
+                });
+                index += 1;
+                continue;
+            }
+            let batch = self.read_only_run(&calls[index..]).max(1);
+            let batch_results =
+                join_all(calls[index..index + batch].iter().map(|c| self.run_one(c))).await;
+            results.extend(batch_results);
+            index += batch;
+        }
+        results
+    }
+
+    /// How many calls from the start of `calls` are read-only.
+    fn read_only_run(&self, calls: &[ToolCall]) -> usize {
+        calls
+            .iter()
+            .take_while(|call| {
+                self.registry
+                    .get(call.name())
+                    .is_some_and(|tool| tool.is_read_only())
+            })
+            .count()
+    }
+
+    async fn run_one(&self, call: &ToolCall) -> CallResult {
+        self.out.send(&FromChild::ToolCall {
+            call_id: call.id.clone(),
+            name: call.name().to_string(),
+            arguments: call.arguments_value(),
+        });
+        let (output, fatal) = match self.registry.get(call.name()) {
+            None => (
+                ToolOutput::failed(
+                    format!(
+                        "unknown tool `{}`; the tools are: {}",
+                        call.name(),
+                        self.registry.names().join(", ")
+                    ),
+                    "",
+                ),
+                None,
+            ),
+            Some(tool) => {
+                if let Some(counter) = tool.counter() {
+                    self.stats.count(counter);
+                }
+                match tool.call(&call.function.arguments, &self.ctx).await {
+                    Ok(output) => (output, None),
+                    Err(ToolError::RespondToModel(why)) => (ToolOutput::failed(why, ""), None),
+                    Err(ToolError::Fatal(why)) => (ToolOutput::failed(why.clone(), ""), Some(why)),
+                }
+            }
+        };
+        let spill_dir = self
+            .ctx
+            .fence
+            .agent_dir()
+            .join(crate::protocol::SUBAGENT_DIR)
+            .join("outputs");
+        let output = cap_output(
+            output,
+            self.ctx.limits.output_cap_bytes,
+            &spill_dir,
+            &call.id,
+            |p: &Path| self.ctx.fence.display(p),
+        );
+        self.out.send(&FromChild::ToolResult {
+            call_id: call.id.clone(),
+            success: output.success,
+            summary: output.summary(),
+        });
+        CallResult { output, fatal }
+    }
+}

@@ -1,0 +1,250 @@
+//! The child, `troupe-agent`: one task file, one directory, one tool loop.
+//!
+//! It reads the task the parent wrote, says `hello`, runs the worker loop
+//! and reports `finished` (or `error`) on stdout, which carries nothing but
+//! protocol lines. Its model is the parent, asked over the pipe; only when
+//! run stand-alone for debugging (`--model`) does it build a model itself.
+//! Whatever happens, the transcript on disk is the last valid copy and no
+//! command it started outlives it.
+
+mod calls;
+mod cancel;
+mod deliverables;
+mod outbox;
+mod parent_model;
+mod stats;
+mod worker;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::calls::CallRunner;
+use self::cancel::Cancel;
+use self::outbox::Outbox;
+use self::parent_model::ParentModel;
+use self::stats::StatsCounter;
+use self::worker::{LoopEnd, WorkerLoop};
+use crate::llm::{ChatModel, ModelConfig, build_model};
+use crate::protocol::{
+    AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, TaskFile,
+};
+use crate::tools::{PathFence, ToolContext, ToolRegistry};
+use crate::transcript::{Conversation, TranscriptWriter};
+
+pub struct AgentOptions {
+    pub task_path: PathBuf,
+    /// Stand-alone mode: the model to use in-process instead of the parent.
+    pub model: Option<ModelConfig>,
+}
+
+/// The child's whole life; the exit code is 0 when the task succeeded.
+pub fn main(options: AgentOptions) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("troupe-agent: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(run(options));
+    // The stdin reader sits in a blocking read the parent may never end;
+    // waiting for it would keep a finished child alive.
+    runtime.shutdown_background();
+    code
+}
+
+async fn run(options: AgentOptions) -> ExitCode {
+    let out = Outbox::stdout();
+    let code = match read_task(&options.task_path) {
+        Ok(task) => {
+            out.send(&FromChild::Hello {
+                protocol: PROTOCOL_VERSION,
+                agent_id: task.agent_id.clone(),
+                role: task.role,
+                pid: std::process::id(),
+            });
+            run_task(&task, options.model, &out).await
+        }
+        Err(message) => {
+            out.send(&FromChild::Error { message });
+            ExitCode::from(2)
+        }
+    };
+    out.flush().await;
+    code
+}
+
+fn read_task(path: &Path) -> Result<TaskFile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the task file {}: {e}", path.display()))?;
+    let task: TaskFile = serde_json::from_str(&text)
+        .map_err(|e| format!("the task file {} is not valid: {e}", path.display()))?;
+    if task.protocol != PROTOCOL_VERSION {
+        return Err(format!(
+            "the task file {} is for protocol {}, this troupe-agent speaks {PROTOCOL_VERSION}",
+            path.display(),
+            task.protocol
+        ));
+    }
+    Ok(task)
+}
+
+async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> ExitCode {
+    let cancel = Cancel::new();
+    watch_sigterm(cancel.clone());
+    let model: Arc<dyn ChatModel> = match model {
+        Some(config) => match build_model(&config) {
+            Ok(model) => model,
+            Err(e) => return fail(out, e.to_string()),
+        },
+        None => Arc::new(ParentModel::start(out.clone(), cancel.clone())),
+    };
+    let setup = std::fs::create_dir_all(task.subagent_dir())
+        .and_then(|()| PathFence::new(&task.workspace, &task.agent_dir));
+    let fence = match setup {
+        Ok(fence) => fence,
+        Err(e) => {
+            return fail(
+                out,
+                format!("cannot prepare {}: {e}", task.agent_dir.display()),
+            );
+        }
+    };
+    let conversation = Conversation::new(
+        task.agent_id.clone(),
+        task.conversation_id.clone(),
+        task.role,
+        task.summary.clone(),
+    );
+    let mut transcript = match TranscriptWriter::create(task.transcript_path(), conversation) {
+        Ok(transcript) => transcript,
+        Err(e) => return fail(out, format!("cannot write the transcript: {e}")),
+    };
+    let ctx = Arc::new(ToolContext::new(fence, task.limits.clone()));
+    let stats = Arc::new(StatsCounter::new());
+    let heartbeat = start_heartbeat(
+        out.clone(),
+        Arc::clone(&stats),
+        task.limits.heartbeat_seconds,
+    );
+    let calls = CallRunner {
+        registry: ToolRegistry::worker(),
+        ctx: Arc::clone(&ctx),
+        stats: Arc::clone(&stats),
+        out: out.clone(),
+    };
+    let end = WorkerLoop {
+        task,
+        model,
+        calls,
+        transcript: &mut transcript,
+        cancel,
+    }
+    .run()
+    .await;
+    heartbeat.abort();
+    ctx.groups.kill_all();
+    let stats = stats.snapshot();
+    transcript.set_stats(stats.clone());
+    report(end, &mut transcript, &ctx, stats, out)
+}
+
+/// Seals the transcript and tells the parent how the loop ended.
+fn report(
+    end: LoopEnd,
+    transcript: &mut TranscriptWriter,
+    ctx: &ToolContext,
+    stats: AgentStats,
+    out: &Outbox,
+) -> ExitCode {
+    let (sealed, code) = match end {
+        LoopEnd::Finished {
+            success,
+            summary,
+            stop_reason,
+        } => {
+            let status = if success {
+                AgentStatus::Completed
+            } else {
+                AgentStatus::Failed
+            };
+            let sealed = transcript.finish(status, Some(stop_reason), None);
+            out.send(&FromChild::Finished(FinishReport {
+                success,
+                summary,
+                deliverables_files: deliverables::collect(ctx),
+                stats,
+                stop_reason: Some(stop_reason),
+            }));
+            (
+                sealed,
+                if success {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                },
+            )
+        }
+        LoopEnd::Cancelled { reason } => {
+            let sealed = transcript.finish(
+                AgentStatus::Terminated,
+                None,
+                Some(format!("cancelled: {reason}")),
+            );
+            out.send(&FromChild::Stats(stats));
+            (sealed, ExitCode::FAILURE)
+        }
+        LoopEnd::Failed { error } => {
+            let sealed = transcript.finish(AgentStatus::Error, None, Some(error.clone()));
+            out.send(&FromChild::Error { message: error });
+            (sealed, ExitCode::FAILURE)
+        }
+    };
+    if let Err(e) = sealed {
+        out.send(&FromChild::Error {
+            message: format!("cannot write the final transcript: {e}"),
+        });
+        return ExitCode::FAILURE;
+    }
+    code
+}
+
+fn fail(out: &Outbox, message: String) -> ExitCode {
+    out.send(&FromChild::Error { message });
+    ExitCode::FAILURE
+}
+
+/// `stats` every few seconds, so the parent's idle watchdog can tell a long
+/// command from a hung child.
+fn start_heartbeat(
+    out: Outbox,
+    stats: Arc<StatsCounter>,
+    seconds: u64,
+) -> tokio::task::JoinHandle<()> {
+    let period = Duration::from_secs(seconds.max(1));
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        loop {
+            ticks.tick().await;
+            out.send(&FromChild::Stats(stats.snapshot()));
+        }
+    })
+}
+
+/// SIGTERM (a launcher or a user stopping the child) cancels like the
+/// parent's `cancel`, so the transcript is sealed on the way out.
+fn watch_sigterm(cancel: Cancel) {
+    use tokio::signal::unix::{SignalKind, signal};
+    if let Ok(mut term) = signal(SignalKind::terminate()) {
+        tokio::spawn(async move {
+            if term.recv().await.is_some() {
+                cancel.trigger("SIGTERM");
+            }
+        });
+    }
+}

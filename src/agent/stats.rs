@@ -1,0 +1,60 @@
+//! The agent's counters, shared by the loop that counts and the heartbeat
+//! that reports them.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::chat::Usage;
+use crate::protocol::{AgentStats, round_seconds};
+use crate::tools::Counter;
+
+pub struct StatsCounter {
+    started: Instant,
+    files_read: AtomicU64,
+    searches: AtomicU64,
+    commands: AtomicU64,
+    usage: Mutex<Usage>,
+}
+
+impl StatsCounter {
+    pub fn new() -> Self {
+        StatsCounter {
+            started: Instant::now(),
+            files_read: AtomicU64::new(0),
+            searches: AtomicU64::new(0),
+            commands: AtomicU64::new(0),
+            usage: Mutex::new(Usage::default()),
+        }
+    }
+
+    pub fn count(&self, counter: Counter) {
+        let cell = match counter {
+            Counter::FilesRead => &self.files_read,
+            Counter::Searches => &self.searches,
+            Counter::Commands => &self.commands,
+        };
+        cell.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add_usage(&self, usage: Usage) {
+        if let Ok(mut total) = self.usage.lock() {
+            total.add(usage);
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.usage.lock().map(|u| u.total).unwrap_or(0)
+    }
+
+    pub fn snapshot(&self) -> AgentStats {
+        AgentStats {
+            runtime_seconds: round_seconds(self.started.elapsed().as_secs_f64()),
+            files_read: self.files_read.load(Ordering::Relaxed),
+            searches: self.searches.load(Ordering::Relaxed),
+            web_pages: 0,
+            commands: self.commands.load(Ordering::Relaxed),
+            token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The conversation vocabulary every other module speaks: messages, tool
+//! calls, tool specs and token usage.
+//!
+//! These types are the ground floor of the crate. The wire protocol carries
+//! them between parent and child, the model clients translate them to and
+//! from each provider's format, and the transcript stores them. They use
+//! the OpenAI shape for tool calls because that is what every reader of a
+//! transcript already knows.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// On a `tool` message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// A thinking model's reasoning, kept because some providers refuse the
+    /// next request unless it is sent back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Provider fields troupe does not know, kept so they survive the round
+    /// trip to the provider and into the transcript.
+    #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: Some(content.into()),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            reasoning_content: None,
+            extra: Map::new(),
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+
+    /// The text of the message, or "" when it has none.
+    pub fn text(&self) -> &str {
+        self.content.as_deref().unwrap_or("")
+    }
+}
+
+/// A call the model asked for, in the OpenAI shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_kind() -> String {
+    "function".to_string()
+}
+
+/// The function half of a tool call. `arguments` is JSON text, as the
+/// providers send and expect it; a tool parses it and reports bad JSON to
+/// the model as a tool error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: String,
+}
+
+impl ToolCall {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            kind: function_kind(),
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.function.name
+    }
+
+    /// The arguments as JSON when they parse, otherwise as the raw string,
+    /// for progress events and logs.
+    pub fn arguments_value(&self) -> Value {
+        serde_json::from_str(&self.function.arguments)
+            .unwrap_or_else(|_| Value::String(self.function.arguments.clone()))
+    }
+}
+
+/// A tool offered to the model: its name, what it does, and a JSON Schema of
+/// its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// Tokens spent, as counted by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt: u64,
+    #[serde(default)]
+    pub completion: u64,
+    #[serde(default)]
+    pub total: u64,
+}
+
+impl Usage {
+    pub fn new(prompt: u64, completion: u64) -> Self {
+        Usage {
+            prompt,
+            completion,
+            total: prompt + completion,
+        }
+    }
+
+    pub fn add(&mut self, other: Usage) {
+        self.prompt += other.prompt;
+        self.completion += other.completion;
+        self.total += other.total;
+    }
+}

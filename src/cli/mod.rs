@@ -1,0 +1,92 @@
+//! The `troupe` command line: flags in, plain configuration out, one
+//! command run, its outcome mapped to an exit code.
+//!
+//! Exit codes: 0 the agent (or run) succeeded; 1 it did not, or troupe
+//! failed at run time; 2 bad usage or configuration.
+
+pub mod model_args;
+mod spawn;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The user's to fix: a bad flag, a missing file, an invalid setting.
+/// Ends troupe with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "troupe",
+    version,
+    about = "A supervisor for teams of LLM agents, each one an isolated child process",
+    long_about = "A supervisor for teams of LLM agents, each one an isolated child process.\n\n\
+        Every agent runs as its own troupe-agent process, in its own directory, with its \
+        transcript kept in .subagent/conversations.json. Only troupe talks to the model \
+        endpoint; agents ask it over a pipe.\n\n\
+        Exit codes: 0 success, 1 the agent failed, timed out or crashed, 2 bad usage or configuration."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one agent to completion and print its result object as JSON.
+    ///
+    /// Progress goes to stderr, one line per model turn and tool call. The
+    /// agent's files and transcript stay in its deliverables directory.
+    Spawn(spawn::SpawnArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("troupe: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Spawn(args) => spawn::run(args).await,
+        }
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("troupe: {error:#}");
+            if error.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// The `troupe-agent` to start: the one given, or the one installed next
+/// to this `troupe`.
+fn agent_program(given: Option<&Path>) -> Result<PathBuf, UsageError> {
+    let path = match given {
+        Some(path) => path.to_path_buf(),
+        None => {
+            let exe = std::env::current_exe()
+                .map_err(|e| UsageError(format!("cannot locate the troupe binary: {e}")))?;
+            exe.with_file_name("troupe-agent")
+        }
+    };
+    if !path.is_file() {
+        return Err(UsageError(format!(
+            "the agent binary {} does not exist; build it (cargo build) or name it with --agent-bin or TROUPE_AGENT_BIN",
+            path.display()
+        )));
+    }
+    path.canonicalize()
+        .map_err(|e| UsageError(format!("{}: {e}", path.display())))
+}

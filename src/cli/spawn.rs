@@ -1,0 +1,181 @@
+//! `troupe spawn`: one agent, blocking, its result object on stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::UsageError;
+use super::model_args::ModelArgs;
+use crate::llm::build_model;
+use crate::protocol::{AgentId, AgentLimits, AgentRole, DEFAULT_LINE_CAP, TaskFile};
+use crate::supervisor::{Progress, ServeLimits, SpawnConfig, spawn_agent};
+
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    /// The agent's number; its directory defaults to
+    /// sub_agent_results/agent_<ID> in the workspace.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub id: u32,
+
+    /// A one-line summary of the task (the seed's 10-30 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub summary: String,
+
+    /// The task: goal, requirements, deliverables, scope.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+
+    /// Read the task from a file instead.
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<PathBuf>,
+
+    /// The shared workspace the agent works in (created if missing).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+
+    /// The agent's own directory, relative to the workspace; its transcript
+    /// goes to .subagent/ inside.
+    #[arg(long, value_name = "DIR")]
+    pub deliverables_dir: Option<PathBuf>,
+
+    /// Seconds before the agent is stopped (cancel, grace, kill).
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+
+    /// Seconds of silence from the agent (no protocol line, no model request
+    /// pending) after which it counts as hung; 0 turns the watchdog off.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub idle_timeout: u64,
+
+    /// Seconds between the cancel message and SIGKILL to the agent's
+    /// process group.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub kill_grace: u64,
+
+    /// Model turns before the agent must wrap up.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: u32,
+
+    /// Total tokens before the agent must wrap up (default: no limit).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+
+    /// Default timeout of one run_command, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub command_timeout: u64,
+
+    /// A directory of prompt overrides (worker.md, worker-task.md,
+    /// reminder.md, wrap-up.md); missing files keep the built-in prompts.
+    #[arg(long, value_name = "DIR")]
+    pub prompts_dir: Option<PathBuf>,
+
+    /// The troupe-agent binary (default: the one next to troupe).
+    #[arg(long, value_name = "PATH", env = "TROUPE_AGENT_BIN")]
+    pub agent_bin: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
+    let model_config = args.model.resolve()?;
+    let task = build_task(&args)?;
+    let config = SpawnConfig {
+        task,
+        agent_program: super::agent_program(args.agent_bin.as_deref())?,
+        limits: ServeLimits {
+            timeout: Duration::from_secs(args.timeout),
+            idle_timeout: (args.idle_timeout > 0).then(|| Duration::from_secs(args.idle_timeout)),
+            kill_grace: Duration::from_secs(args.kill_grace),
+            line_cap: DEFAULT_LINE_CAP,
+        },
+    };
+    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let progress = Progress::stderr();
+    let result = spawn_agent(config, model, &progress).await?;
+    let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
+    println!("{json}");
+    Ok(if result.success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
+    let summary = args.summary.trim().to_string();
+    if summary.is_empty() {
+        return Err(UsageError(
+            "--summary is empty; give the task a one-line summary".into(),
+        ));
+    }
+    let text = match (&args.task, &args.task_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            UsageError(format!("cannot read the task file {}: {e}", path.display()))
+        })?,
+        (None, None) => {
+            return Err(UsageError(
+                "give the task with --task or --task-file".into(),
+            ));
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(UsageError(
+            "the task is empty; say what the agent should do".into(),
+        ));
+    }
+    let workspace = make_dir(&args.workspace, "--workspace")?;
+    let agent_dir = match &args.deliverables_dir {
+        Some(dir) => workspace.join(dir),
+        None => workspace
+            .join("sub_agent_results")
+            .join(format!("agent_{}", args.id)),
+    };
+    let agent_dir = make_dir(&agent_dir, "--deliverables-dir")?;
+    let prompts_dir = match &args.prompts_dir {
+        Some(dir) => Some(
+            dir.canonicalize()
+                .map_err(|e| UsageError(format!("--prompts-dir {}: {e}", dir.display())))?,
+        ),
+        None => None,
+    };
+    let idle = args.idle_timeout;
+    let mut task = TaskFile::new(
+        AgentId::new(args.id.to_string()),
+        AgentRole::Worker,
+        summary,
+        text,
+        workspace,
+        agent_dir,
+    );
+    task.timeout_seconds = args.timeout;
+    task.prompts_dir = prompts_dir;
+    task.limits = AgentLimits {
+        max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        command_timeout_seconds: args.command_timeout.max(1),
+        heartbeat_seconds: if idle > 0 {
+            (idle / 3).clamp(1, 10)
+        } else {
+            10
+        },
+        ..AgentLimits::default()
+    };
+    Ok(task)
+}
+
+/// Creates `dir` if needed and returns its canonical path.
+fn make_dir(dir: &Path, flag: &str) -> Result<PathBuf, UsageError> {
+    std::fs::create_dir_all(dir)
+        .and_then(|()| dir.canonicalize())
+        .map_err(|e| UsageError(format!("{flag} {}: {e}", dir.display())))
+}

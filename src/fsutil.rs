@@ -1,0 +1,44 @@
+//! Writing files so that a reader never sees half of one.
+//!
+//! Every JSON state file troupe keeps (transcripts, task and result files)
+//! goes through `write_atomic`: a temporary file in the same directory,
+//! then a rename over the old one. A kill at any instant leaves either the
+//! old copy or the new one.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+/// Replaces `path` with `bytes` in one rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// `value` as pretty JSON with a final newline, written atomically.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Every file under an agent's directory but its `.subagent/`, as paths
+/// relative to the workspace, sorted: what the agent left as deliverables.
+pub fn deliverable_files(workspace: &Path, agent_dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = walkdir::WalkDir::new(agent_dir)
+        .into_iter()
+        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == crate::protocol::SUBAGENT_DIR))
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| crate::protocol::display_in(workspace, e.path()))
+        .collect();
+    files.sort();
+    files
+}

@@ -1,0 +1,29 @@
+//! troupe: a supervisor for teams of LLM agents, each one its own process.
+//!
+//! Two processes, one pipe:
+//!
+//! - the parent, `troupe` ([`cli`], [`supervisor`]), holds the API key and
+//!   the HTTP client ([`llm`]), writes each agent's task file, starts the
+//!   child, answers its model requests, enforces timeouts and kills what
+//!   overruns;
+//! - the child, `troupe-agent` ([`agent`]), runs one agent's tool loop
+//!   ([`tools`]) in its own directory, asks the parent for every
+//!   completion, and keeps its transcript ([`transcript`]) current on disk.
+//!
+//! They speak JSON lines over the child's stdin and stdout ([`protocol`]),
+//! in the vocabulary of [`chat`]. `supervisor` and `agent` never import
+//! each other: a child written in any language that speaks the protocol can
+//! stand in for `troupe-agent`.
+
+pub mod agent;
+pub mod chat;
+pub mod cli;
+pub mod fsutil;
+pub mod llm;
+pub mod prompts;
+pub mod protocol;
+pub mod supervisor;
+pub mod text;
+pub mod timefmt;
+pub mod tools;
+pub mod transcript;

@@ -1,0 +1,103 @@
+//! The prompts, compiled in from `prompts/*.md` and overridable per run.
+//!
+//! Prompts are Markdown templates so that people who tune them need not
+//! read Rust. `--prompts-dir DIR` replaces any of them by a file of the same
+//! name in DIR; names missing there keep the built-in text.
+
+use std::path::Path;
+
+/// A prompt troupe knows, by its file name in `prompts/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prompt {
+    /// The worker's system prompt.
+    Worker,
+    /// The worker's first user message: the task itself.
+    WorkerTask,
+    /// Sent when the model stops without calling `finish_task`.
+    Reminder,
+    /// Sent when the loop must end early and the model should report.
+    WrapUp,
+}
+
+impl Prompt {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Prompt::Worker => "worker.md",
+            Prompt::WorkerTask => "worker-task.md",
+            Prompt::Reminder => "reminder.md",
+            Prompt::WrapUp => "wrap-up.md",
+        }
+    }
+
+    fn builtin(self) -> &'static str {
+        match self {
+            Prompt::Worker => include_str!("../prompts/worker.md"),
+            Prompt::WorkerTask => include_str!("../prompts/worker-task.md"),
+            Prompt::Reminder => include_str!("../prompts/reminder.md"),
+            Prompt::WrapUp => include_str!("../prompts/wrap-up.md"),
+        }
+    }
+
+    /// The template: the override in `dir` when there is one, else the
+    /// built-in text. An override that exists but cannot be read is an
+    /// error rather than a silent fallback, so a typo in a prompt never
+    /// goes unnoticed.
+    pub fn load(self, dir: Option<&Path>) -> std::io::Result<String> {
+        if let Some(dir) = dir {
+            let path = dir.join(self.file_name());
+            match std::fs::read_to_string(&path) {
+                Ok(text) => return Ok(text),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("cannot read prompt {}: {e}", path.display()),
+                    ));
+                }
+            }
+        }
+        Ok(self.builtin().to_string())
+    }
+}
+
+/// Replaces every `{name}` in `template` by its value, in one pass, so a
+/// value that itself contains braces (a task quoting code) is left alone.
+/// Unknown names stay as they are.
+pub fn render(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let value = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v, close))
+        });
+        match value {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn values_are_not_rendered_again() {
+        let text = render("{a} and {b} {c}", &[("a", "{b}"), ("b", "x")]);
+        assert_eq!(text, "{b} and x {c}");
+    }
+}

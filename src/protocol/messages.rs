@@ -1,0 +1,234 @@
+//! The JSON-lines messages between a child and its parent (SPEC section 2).
+//!
+//! Every line is an object tagged by `"type"`. Unknown fields are ignored by
+//! serde's default; unknown types decode to `Unknown` so that an older
+//! parent can log and skip what a newer child sends.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::chat::{Message, ToolSpec, Usage};
+
+/// The protocol version a `hello` must carry.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What a child process is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentRole {
+    Worker,
+    Reviewer,
+}
+
+impl AgentRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentRole::Worker => "worker",
+            AgentRole::Reviewer => "reviewer",
+        }
+    }
+}
+
+/// An agent's name. The seed's agents are numbered (`"agent_id": 1`), a team
+/// run's are not (`step_2/worker-1`), so a purely numeric id is written as a
+/// JSON number and anything else as a string; both are read back.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentId(String);
+
+impl AgentId {
+    pub fn new(id: impl Into<String>) -> Self {
+        AgentId(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn as_number(&self) -> Option<u64> {
+        let digits = !self.0.is_empty() && self.0.bytes().all(|b| b.is_ascii_digit());
+        if digits { self.0.parse().ok() } else { None }
+    }
+}
+
+impl std::fmt::Display for AgentId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for AgentId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.as_number() {
+            Some(n) => serializer.serialize_u64(n),
+            None => serializer.serialize_str(&self.0),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(s) => Ok(AgentId(s)),
+            Value::Number(n) => Ok(AgentId(n.to_string())),
+            other => Err(serde::de::Error::custom(format!(
+                "agent_id must be a string or a number, not {other}"
+            ))),
+        }
+    }
+}
+
+/// The seed's counters, plus tokens. Sent by the child as it goes and kept
+/// in the transcript and the result object.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentStats {
+    #[serde(default)]
+    pub runtime_seconds: f64,
+    #[serde(default)]
+    pub files_read: u64,
+    #[serde(default)]
+    pub searches: u64,
+    #[serde(default)]
+    pub web_pages: u64,
+    #[serde(default)]
+    pub commands: u64,
+    #[serde(default)]
+    pub token_usage: Usage,
+}
+
+/// Seconds to two decimals, as `runtime_seconds` is written: precise
+/// enough for people, short in JSON.
+pub fn round_seconds(seconds: f64) -> f64 {
+    (seconds * 100.0).round() / 100.0
+}
+
+/// Why a worker stopped, when it did not stop by its own `finish_task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model called `finish_task`.
+    FinishTask,
+    /// The model kept answering without tools after every reminder.
+    NoFinishTask,
+    /// Three identical consecutive tool calls.
+    Stagnation,
+    TurnLimit,
+    TokenLimit,
+}
+
+impl StopReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::FinishTask => "called finish_task",
+            StopReason::NoFinishTask => "stopped without calling finish_task",
+            StopReason::Stagnation => "repeated the same tool call three times",
+            StopReason::TurnLimit => "reached its turn limit",
+            StopReason::TokenLimit => "reached its token limit",
+        }
+    }
+}
+
+/// child -> parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromChild {
+    /// First line a child writes; the parent refuses other protocol versions.
+    Hello {
+        protocol: u32,
+        agent_id: AgentId,
+        role: AgentRole,
+        pid: u32,
+    },
+    /// The child needs a completion; the parent answers with `llm_response`
+    /// or `llm_error` carrying the same id.
+    LlmRequest {
+        id: u64,
+        messages: Vec<Message>,
+        #[serde(default)]
+        tools: Vec<ToolSpec>,
+    },
+    /// A tool is about to run (progress only).
+    ToolCall {
+        call_id: String,
+        name: String,
+        #[serde(default)]
+        arguments: Value,
+    },
+    /// A tool has run (progress only).
+    ToolResult {
+        call_id: String,
+        success: bool,
+        #[serde(default)]
+        summary: String,
+    },
+    /// The counters so far; also sent as a heartbeat while tools run, which
+    /// is what lets the parent tell a slow command from a hung child.
+    Stats(AgentStats),
+    /// A worker is done, by `finish_task` or by wrapping up.
+    Finished(FinishReport),
+    /// A reviewer's answer.
+    Verdict(VerdictReport),
+    /// A system-level failure inside the child (not the model's mistake).
+    Error { message: String },
+    /// A type this build does not know; logged and skipped.
+    #[serde(other)]
+    Unknown,
+}
+
+/// The payload of `finished`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinishReport {
+    pub success: bool,
+    pub summary: String,
+    /// Workspace-relative paths of the files the agent wrote or edited,
+    /// and of every file in its deliverables directory.
+    #[serde(default)]
+    pub deliverables_files: Vec<String>,
+    #[serde(default)]
+    pub stats: AgentStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+}
+
+/// The payload of `verdict`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerdictReport {
+    pub approved: bool,
+    pub summary: String,
+    #[serde(default)]
+    pub issues: Vec<String>,
+    #[serde(default)]
+    pub suggestions: Vec<String>,
+    /// `false` when the reviewer judges another attempt pointless.
+    #[serde(default = "retry_by_default")]
+    pub retry: bool,
+}
+
+fn retry_by_default() -> bool {
+    true
+}
+
+/// parent -> child.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToChild {
+    /// The completion for the `llm_request` with this id.
+    LlmResponse {
+        id: u64,
+        message: Message,
+        #[serde(default)]
+        usage: Usage,
+    },
+    /// The `llm_request` with this id failed after the parent's own retries.
+    LlmError {
+        id: u64,
+        message: String,
+        #[serde(default)]
+        retryable: bool,
+    },
+    /// Flush the transcript and exit; the parent kills the process group
+    /// after its grace period either way.
+    Cancel { reason: String },
+    /// A type this build does not know; ignored.
+    #[serde(other)]
+    Unknown,
+}

@@ -1,0 +1,17 @@
+//! The wire between `troupe` and `troupe-agent`: message types, the task
+//! file, and the line framing with its size cap. Types only, no I/O policy:
+//! both binaries use it, and a child written in any language that speaks
+//! these lines can stand in for `troupe-agent`.
+
+pub mod codec;
+pub mod messages;
+pub mod status;
+pub mod task;
+
+pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
+pub use messages::{
+    AgentId, AgentRole, AgentStats, FinishReport, FromChild, PROTOCOL_VERSION, StopReason, ToChild,
+    VerdictReport, round_seconds,
+};
+pub use status::AgentStatus;
+pub use task::{AgentLimits, SUBAGENT_DIR, TaskFile, display_in};

@@ -1,0 +1,148 @@
+//! The task file: everything a child needs besides the pipe.
+//!
+//! The parent writes it to `<agent dir>/.subagent/task.json` and starts the
+//! child with its path. It is part of the contract between the two
+//! binaries, like the messages, so it lives here and neither side owns it.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
+
+/// The name of the directory inside an agent's directory that holds
+/// troupe's own files (task, transcript, logs, spilled output).
+pub const SUBAGENT_DIR: &str = ".subagent";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskFile {
+    pub protocol: u32,
+    pub agent_id: AgentId,
+    pub role: AgentRole,
+    /// The step this agent works on in a team run; `None` for `troupe
+    /// spawn`, where the agent id stands in for it.
+    #[serde(default)]
+    pub step: Option<String>,
+    /// 1-based attempt of the step.
+    #[serde(default = "first_attempt")]
+    pub attempt: u32,
+    /// The one-line summary (the seed's 10-30 characters).
+    pub summary: String,
+    /// The full task description.
+    pub task: String,
+    /// Absolute path of the shared workspace.
+    pub workspace: PathBuf,
+    /// Absolute path of the agent's own directory (its deliverables dir).
+    pub agent_dir: PathBuf,
+    pub conversation_id: String,
+    pub timeout_seconds: u64,
+    /// Prompt overrides; files missing there fall back to the built-in ones.
+    #[serde(default)]
+    pub prompts_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub limits: AgentLimits,
+    #[serde(with = "crate::timefmt::rfc3339")]
+    pub created_at: DateTime<Utc>,
+}
+
+impl TaskFile {
+    pub fn new(
+        agent_id: AgentId,
+        role: AgentRole,
+        summary: String,
+        task: String,
+        workspace: PathBuf,
+        agent_dir: PathBuf,
+    ) -> Self {
+        let created_at = Utc::now();
+        let conversation_id = format!(
+            "conv_{}_{}",
+            agent_id.as_str().replace(['/', ' '], "_"),
+            created_at.format("%Y%m%dT%H%M%S%3fZ")
+        );
+        TaskFile {
+            protocol: PROTOCOL_VERSION,
+            agent_id,
+            role,
+            step: None,
+            attempt: 1,
+            summary,
+            task,
+            workspace,
+            agent_dir,
+            conversation_id,
+            timeout_seconds: 600,
+            prompts_dir: None,
+            limits: AgentLimits::default(),
+            created_at,
+        }
+    }
+
+    /// The step the scripted model matches on: the step id, or the agent
+    /// id for a stand-alone agent.
+    pub fn step_key(&self) -> String {
+        self.step
+            .clone()
+            .unwrap_or_else(|| self.agent_id.to_string())
+    }
+
+    pub fn subagent_dir(&self) -> PathBuf {
+        self.agent_dir.join(SUBAGENT_DIR)
+    }
+
+    pub fn transcript_path(&self) -> PathBuf {
+        self.subagent_dir().join("conversations.json")
+    }
+
+    /// The agent directory as the model and the result object show it:
+    /// relative to the workspace when it lies inside.
+    pub fn agent_dir_display(&self) -> String {
+        display_in(&self.workspace, &self.agent_dir)
+    }
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+/// `path` relative to `root` when it lies inside, else as it is.
+pub fn display_in(root: &Path, path: &Path) -> String {
+    match path.strip_prefix(root) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".to_string(),
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// Bounds on one agent's loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentLimits {
+    /// Model turns before the agent must wrap up.
+    pub max_turns: u32,
+    /// Total tokens before the agent must wrap up; `None` for no limit.
+    pub max_tokens: Option<u64>,
+    /// Default timeout of one `run_command`, which the model may lower or
+    /// raise up to `max_command_timeout_seconds`.
+    pub command_timeout_seconds: u64,
+    pub max_command_timeout_seconds: u64,
+    /// Tool output longer than this is cut in the conversation and spilled
+    /// whole to a file in `.subagent/outputs/`.
+    pub output_cap_bytes: usize,
+    /// How often the child sends `stats` while it works.
+    pub heartbeat_seconds: u64,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_turns: 50,
+            max_tokens: None,
+            command_timeout_seconds: 120,
+            max_command_timeout_seconds: 3600,
+            output_cap_bytes: 20_000,
+            heartbeat_seconds: 10,
+        }
+    }
+}

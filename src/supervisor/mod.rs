@@ -1,0 +1,21 @@
+//! The parent: everything `troupe` does with children.
+//!
+//! `command` builds a child's command line (the one place a launcher prefix
+//! will go), `serve` answers one child over the pipe and stops it when it
+//! must, `session` finds and kills whatever a child left behind, `spawn`
+//! runs one agent from task file to result object, and `progress` shows it
+//! all to a person on stderr.
+
+pub mod command;
+pub mod events;
+pub mod progress;
+pub mod result;
+pub mod serve;
+pub mod session;
+pub mod spawn;
+
+pub use events::{AgentEvent, EventSink};
+pub use progress::Progress;
+pub use result::AgentResult;
+pub use serve::{ChildOutcome, ServeLimits};
+pub use spawn::{SpawnConfig, SpawnError, spawn_agent};

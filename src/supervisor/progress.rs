@@ -1,0 +1,118 @@
+//! Human progress on stderr: one line per model turn and per tool call,
+//! coloured only on a terminal and never when NO_COLOR is set.
+
+use std::io::{IsTerminal, Write};
+
+use serde_json::Value;
+
+use super::events::{AgentEvent, EventSink};
+use crate::protocol::AgentStatus;
+use crate::text::excerpt;
+
+pub struct Progress {
+    colour: bool,
+}
+
+impl Progress {
+    pub fn stderr() -> Self {
+        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Progress {
+            colour: !no_colour && std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&self, event: &AgentEvent<'_>) -> String {
+        match event {
+            AgentEvent::Started { pid } => format!("started (pid {pid})"),
+            AgentEvent::ModelTurn {
+                turn,
+                tool_calls,
+                usage,
+                elapsed,
+            } => {
+                let calls = match tool_calls {
+                    0 => "no tool call".to_string(),
+                    1 => "1 tool call".to_string(),
+                    n => format!("{n} tool calls"),
+                };
+                self.paint(
+                    "2",
+                    &format!(
+                        "turn {turn}: {calls}, {} tokens, {:.1} s",
+                        usage.total,
+                        elapsed.as_secs_f64()
+                    ),
+                )
+            }
+            AgentEvent::ModelError { message } => {
+                self.paint("31", &format!("model error: {message}"))
+            }
+            AgentEvent::ToolCall { name, arguments } => {
+                format!("{} {}", self.paint("1", name), brief_arguments(arguments))
+            }
+            AgentEvent::ToolResult {
+                name,
+                success,
+                summary,
+            } => {
+                if *success {
+                    self.paint("2", &format!("  ok {name}: {summary}"))
+                } else {
+                    self.paint("31", &format!("  failed {name}: {summary}"))
+                }
+            }
+            AgentEvent::Stopping { reason } => self.paint("33", &format!("stopping: {reason}")),
+            AgentEvent::Warning { message } => self.paint("33", &format!("warning: {message}")),
+            AgentEvent::Ended {
+                status,
+                runtime,
+                detail,
+            } => {
+                let colour = match status {
+                    AgentStatus::Completed => "32",
+                    _ => "31",
+                };
+                let text = format!("{status} in {:.1} s", runtime.as_secs_f64());
+                let mut line = self.paint(colour, &text);
+                if !detail.is_empty() {
+                    line.push_str(&format!(": {}", excerpt(detail, 200)));
+                }
+                line
+            }
+        }
+    }
+}
+
+impl EventSink for Progress {
+    fn event(&self, agent: &str, event: AgentEvent<'_>) {
+        let prefix = self.paint("36", &format!("agent {agent} |"));
+        let line = self.line(&event);
+        let _ = writeln!(std::io::stderr().lock(), "{prefix} {line}");
+    }
+}
+
+/// `key=value` pairs, each value cut short, so a call fits on a line.
+fn brief_arguments(arguments: &Value) -> String {
+    match arguments {
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| {
+                let shown = match value {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                format!("{key}={}", excerpt(&shown.replace('\n', "\\n"), 60))
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => excerpt(&other.to_string(), 100),
+    }
+}

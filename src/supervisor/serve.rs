@@ -1,0 +1,510 @@
+//! Serving one child: answer its model requests, relay its progress, and
+//! stop it when it overruns, hangs or breaks the protocol.
+//!
+//! Whatever the child does, this returns an outcome and never hangs: a
+//! child that dies, exits without a result or writes garbage ends as
+//! `error` with the reason; a timeout sends `cancel`, waits the grace
+//! period while still reading what the child says, then kills its whole
+//! session and confirms it is gone.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep_until};
+
+use super::events::{AgentEvent, EventSink};
+use super::session;
+use crate::chat::Usage;
+use crate::llm::{AgentKey, ChatModel, Completion, CompletionRequest, LlmError};
+use crate::protocol::{
+    AgentStats, AgentStatus, FinishReport, FromChild, LineReader, PROTOCOL_VERSION, ToChild,
+    VerdictReport, decode_line, encode_line, round_seconds,
+};
+
+/// After the child exits, how long to keep reading lines still in the pipe
+/// (a stray grandchild may hold it open).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// How long to keep killing a session's stragglers before giving up.
+const KILL_PATIENCE: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone)]
+pub struct ServeLimits {
+    pub timeout: Duration,
+    /// No line from the child for this long, while no model request of its
+    /// is pending, means it is hung.
+    pub idle_timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    pub line_cap: usize,
+}
+
+/// Everything about the child besides its command.
+pub struct ChildRun<'a> {
+    /// How the agent is named in events.
+    pub name: &'a str,
+    pub key: AgentKey,
+    pub model: Arc<dyn ChatModel>,
+    pub limits: ServeLimits,
+    pub events: &'a dyn EventSink,
+    /// The child's stderr log, quoted when it dies without a word.
+    pub stderr_log: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChildOutcome {
+    pub status: AgentStatus,
+    pub finish: Option<FinishReport>,
+    pub verdict: Option<VerdictReport>,
+    /// Why the child did not end normally.
+    pub error: Option<String>,
+    /// The child's counters, with the runtime and tokens as the parent
+    /// measured them (they hold even when the child was killed).
+    pub stats: AgentStats,
+    pub pid: Option<u32>,
+}
+
+enum Ending {
+    /// The child closed its stdout.
+    Eof,
+    /// The child exited (its stdout may still be held open by a stray);
+    /// `None` when its exit status could not be read.
+    Exited(Option<ExitStatus>),
+    /// The child reported its result but did not exit within the grace
+    /// period after it.
+    Lingered,
+    Timeout,
+    Idle(Duration),
+    Protocol(String),
+}
+
+type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
+
+pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
+    let started = Instant::now();
+    let mut served = Served::new(&run);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let program = command
+                .as_std()
+                .get_program()
+                .to_string_lossy()
+                .into_owned();
+            return served.outcome(
+                AgentStatus::Error,
+                Some(format!("cannot start {program}: {e}")),
+                started,
+            );
+        }
+    };
+    let pid = child.id();
+    served.pid = pid;
+    let to_child = start_writer(&mut child);
+    let Some(stdout) = child.stdout.take() else {
+        return served.outcome(
+            AgentStatus::Error,
+            Some("the child has no stdout".into()),
+            started,
+        );
+    };
+    let mut lines = LineReader::new(BufReader::new(stdout), run.limits.line_cap);
+
+    let ending = served
+        .converse(&mut child, &mut lines, &to_child, started)
+        .await;
+    let (status, error) = match ending {
+        Ending::Lingered => served.verdict_on_exit(None),
+        Ending::Eof | Ending::Exited(_) => {
+            let exit = match ending {
+                Ending::Exited(status) => status,
+                _ => tokio::time::timeout(run.limits.kill_grace, child.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+            };
+            served
+                .drain(&mut lines, Instant::now() + DRAIN_AFTER_EXIT)
+                .await;
+            served.verdict_on_exit(exit)
+        }
+        Ending::Timeout => {
+            let secs = run.limits.timeout.as_secs_f64();
+            let why = format!("timed out after {secs} s");
+            served
+                .stop(&mut child, &mut lines, &to_child, &why, "timeout")
+                .await;
+            (AgentStatus::Timeout, Some(why))
+        }
+        Ending::Idle(quiet) => {
+            let why = format!("sent nothing for {} s (--idle-timeout)", quiet.as_secs());
+            served
+                .stop(&mut child, &mut lines, &to_child, &why, "idle_timeout")
+                .await;
+            (AgentStatus::IdleTimeout, Some(why))
+        }
+        Ending::Protocol(e) => {
+            let why = format!("protocol error: {e}");
+            served
+                .stop(&mut child, &mut lines, &to_child, &why, "protocol_error")
+                .await;
+            (AgentStatus::Error, Some(why))
+        }
+    };
+    served.pending.abort_all();
+    if let Some(pid) = pid {
+        let alive = session::kill_session(pid, KILL_PATIENCE).await;
+        if !alive.is_empty() {
+            let message = format!("processes {alive:?} of the agent's session survived SIGKILL");
+            run.events
+                .event(run.name, AgentEvent::Warning { message: &message });
+        }
+    }
+    let _ = child.wait().await;
+    served.outcome(status, error, started)
+}
+
+/// The child's stdin, fed by one task so replies never interleave.
+fn start_writer(child: &mut Child) -> mpsc::UnboundedSender<ToChild> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<ToChild>();
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(async move {
+            while let Some(message) = rx.recv().await {
+                let line = encode_line(&message);
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    tx
+}
+
+/// What the parent learned from one child.
+struct Served<'r, 'a> {
+    run: &'r ChildRun<'a>,
+    pid: Option<u32>,
+    hello: bool,
+    /// False once the child is being stopped: its model requests then go
+    /// unanswered.
+    answering: bool,
+    finish: Option<FinishReport>,
+    verdict: Option<VerdictReport>,
+    child_error: Option<String>,
+    child_stats: AgentStats,
+    usage: Usage,
+    turns: u32,
+    call_names: HashMap<String, String>,
+    pending: JoinSet<ModelAnswer>,
+}
+
+impl<'r, 'a> Served<'r, 'a> {
+    fn new(run: &'r ChildRun<'a>) -> Self {
+        Served {
+            run,
+            pid: None,
+            hello: false,
+            answering: true,
+            finish: None,
+            verdict: None,
+            child_error: None,
+            child_stats: AgentStats::default(),
+            usage: Usage::default(),
+            turns: 0,
+            call_names: HashMap::new(),
+            pending: JoinSet::new(),
+        }
+    }
+
+    fn event(&self, event: AgentEvent<'_>) {
+        self.run.events.event(self.run.name, event);
+    }
+
+    /// The normal life of the child: lines in, answers out, until it ends
+    /// or a limit ends it.
+    async fn converse(
+        &mut self,
+        child: &mut Child,
+        lines: &mut LineReader<BufReader<ChildStdout>>,
+        to_child: &mpsc::UnboundedSender<ToChild>,
+        started: Instant,
+    ) -> Ending {
+        let limits = self.run.limits.clone();
+        let deadline = started + limits.timeout;
+        let mut last_heard = Instant::now();
+        let mut reported_at = None;
+        loop {
+            let idle_at = limits.idle_timeout.map(|idle| last_heard + idle);
+            let watch_idle = idle_at.is_some() && self.pending.is_empty();
+            if reported_at.is_none() && (self.finish.is_some() || self.verdict.is_some()) {
+                reported_at = Some(Instant::now());
+            }
+            let linger_until = reported_at.map(|at| at + limits.kill_grace);
+            tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(line)) => {
+                        last_heard = Instant::now();
+                        if let Err(e) = self.handle(&line) {
+                            return Ending::Protocol(e);
+                        }
+                    }
+                    Ok(None) => return Ending::Eof,
+                    Err(e) => return Ending::Protocol(e.to_string()),
+                },
+                Some(answer) = self.pending.join_next(), if !self.pending.is_empty() => {
+                    last_heard = Instant::now();
+                    if let Ok(answer) = answer {
+                        self.answer(answer, to_child);
+                    }
+                }
+                status = child.wait() => return Ending::Exited(status.ok()),
+                () = sleep_until(linger_until.unwrap_or(deadline)), if linger_until.is_some() => {
+                    return Ending::Lingered;
+                }
+                () = sleep_until(deadline) => return Ending::Timeout,
+                () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
+                    return Ending::Idle(limits.idle_timeout.unwrap_or_default());
+                }
+            }
+        }
+    }
+
+    /// Ask the child to stop, listen during the grace period, then leave
+    /// the rest to the session kill.
+    async fn stop(
+        &mut self,
+        child: &mut Child,
+        lines: &mut LineReader<BufReader<ChildStdout>>,
+        to_child: &mpsc::UnboundedSender<ToChild>,
+        why: &str,
+        reason: &str,
+    ) {
+        self.event(AgentEvent::Stopping { reason: why });
+        self.pending.abort_all();
+        let _ = to_child.send(ToChild::Cancel {
+            reason: reason.to_string(),
+        });
+        let grace_end = Instant::now() + self.run.limits.kill_grace;
+        self.drain(lines, grace_end).await;
+        let _ = tokio::time::timeout_at(grace_end, child.wait()).await;
+    }
+
+    /// Reads what is left in the pipe until it closes or `until`, keeping
+    /// what the child reports; model requests are no longer answered.
+    async fn drain(&mut self, lines: &mut LineReader<BufReader<ChildStdout>>, until: Instant) {
+        self.answering = false;
+        loop {
+            tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(line)) => {
+                        let _ = self.handle(&line);
+                    }
+                    _ => return,
+                },
+                () = sleep_until(until) => return,
+            }
+        }
+    }
+
+    fn handle(&mut self, line: &str) -> Result<(), String> {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        let message: FromChild = decode_line(line).map_err(|e| e.to_string())?;
+        let first_ok = matches!(message, FromChild::Hello { .. } | FromChild::Error { .. });
+        if !self.hello && !first_ok {
+            return Err(format!(
+                "the first line must be `hello`, not `{}`",
+                crate::protocol::codec::type_of(line)
+            ));
+        }
+        match message {
+            FromChild::Hello { protocol, pid, .. } => {
+                if protocol != PROTOCOL_VERSION {
+                    return Err(format!(
+                        "the child speaks protocol {protocol}, this troupe speaks {PROTOCOL_VERSION}"
+                    ));
+                }
+                self.hello = true;
+                self.event(AgentEvent::Started { pid });
+            }
+            FromChild::LlmRequest {
+                id,
+                messages,
+                tools,
+            } => {
+                if !self.answering {
+                    return Ok(());
+                }
+                let model = Arc::clone(&self.run.model);
+                let request = CompletionRequest {
+                    agent: self.run.key.clone(),
+                    messages,
+                    tools,
+                };
+                self.pending.spawn(async move {
+                    let asked = Instant::now();
+                    (id, asked, model.complete(request).await)
+                });
+            }
+            FromChild::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                self.event(AgentEvent::ToolCall {
+                    name: &name,
+                    arguments: &arguments,
+                });
+                self.call_names.insert(call_id, name);
+            }
+            FromChild::ToolResult {
+                call_id,
+                success,
+                summary,
+            } => {
+                let name = self.call_names.get(&call_id).map_or("tool", String::as_str);
+                if !success {
+                    self.event(AgentEvent::ToolResult {
+                        name,
+                        success,
+                        summary: &summary,
+                    });
+                }
+            }
+            FromChild::Stats(stats) => self.child_stats = stats,
+            FromChild::Finished(report) => {
+                self.child_stats = report.stats.clone();
+                self.finish = Some(report);
+            }
+            FromChild::Verdict(verdict) => self.verdict = Some(verdict),
+            FromChild::Error { message } => self.child_error = Some(message),
+            FromChild::Unknown => {
+                let kind = crate::protocol::codec::type_of(line);
+                let message = format!("ignoring a message of unknown type `{kind}`");
+                self.event(AgentEvent::Warning { message: &message });
+            }
+        }
+        Ok(())
+    }
+
+    fn answer(
+        &mut self,
+        (id, asked, result): ModelAnswer,
+        to_child: &mpsc::UnboundedSender<ToChild>,
+    ) {
+        let reply = match result {
+            Ok(completion) => {
+                self.turns += 1;
+                self.usage.add(completion.usage);
+                self.event(AgentEvent::ModelTurn {
+                    turn: self.turns,
+                    tool_calls: completion.message.tool_calls.len(),
+                    usage: completion.usage,
+                    elapsed: asked.elapsed(),
+                });
+                ToChild::LlmResponse {
+                    id,
+                    message: completion.message,
+                    usage: completion.usage,
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                self.event(AgentEvent::ModelError { message: &message });
+                ToChild::LlmError {
+                    id,
+                    message,
+                    retryable: error.retryable(),
+                }
+            }
+        };
+        let _ = to_child.send(reply);
+    }
+
+    /// The status of a child that ended on its own.
+    fn verdict_on_exit(&self, exit: Option<ExitStatus>) -> (AgentStatus, Option<String>) {
+        if let Some(report) = &self.finish {
+            let status = if report.success {
+                AgentStatus::Completed
+            } else {
+                AgentStatus::Failed
+            };
+            return (status, None);
+        }
+        if self.verdict.is_some() {
+            return (AgentStatus::Completed, None);
+        }
+        if let Some(error) = &self.child_error {
+            return (AgentStatus::Error, Some(error.clone()));
+        }
+        let how = match exit {
+            Some(status) => describe_exit(status),
+            None => "closed its output but did not exit".to_string(),
+        };
+        let mut error = format!("the agent {how} without reporting a result");
+        if let Some(tail) = log_tail(&self.run.stderr_log) {
+            error.push_str(&format!("; its stderr ends: {tail}"));
+        }
+        (AgentStatus::Error, Some(error))
+    }
+
+    fn outcome(
+        &self,
+        status: AgentStatus,
+        error: Option<String>,
+        started: Instant,
+    ) -> ChildOutcome {
+        let mut stats = self.child_stats.clone();
+        stats.runtime_seconds = round_seconds(started.elapsed().as_secs_f64());
+        stats.token_usage = self.usage;
+        let detail = match (&error, &self.finish) {
+            (Some(error), _) => error.as_str(),
+            (None, Some(finish)) => finish.summary.as_str(),
+            (None, None) => "",
+        };
+        self.event(AgentEvent::Ended {
+            status,
+            runtime: started.elapsed(),
+            detail,
+        });
+        ChildOutcome {
+            status,
+            finish: self.finish.clone(),
+            verdict: self.verdict.clone(),
+            error,
+            stats,
+            pid: self.pid,
+        }
+    }
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(signal)) => {
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {signal}"));
+            format!("was killed by {name}")
+        }
+        (None, None) => "ended".to_string(),
+    }
+}
+
+/// The last lines of a log, on one line, for an error message.
+fn log_tail(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+    Some(crate::text::excerpt(&tail, 400))
+}

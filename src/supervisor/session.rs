@@ -1,0 +1,56 @@
+//! Killing everything a child started, found by its session.
+//!
+//! A child is started as the leader of a new session. Every process it
+//! starts stays in that session, even in a process group of its own (as
+//! `run_command` does), and keeps it after the child dies. So the session
+//! id names the whole tree, orphans included, and `/proc` lists it.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// The live members of session `sid` (zombies are dead and left out).
+pub fn members(sid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            session_of(pid).is_some_and(|(session, state)| session == sid && state != 'Z')
+        })
+        .collect()
+}
+
+/// (session id, state) from `/proc/PID/stat`. The command name may hold
+/// spaces and parentheses, so fields are counted after its last `)`.
+fn session_of(pid: i32) -> Option<(u32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let session = fields.nth(2)?.parse().ok()?;
+    Some((session, state))
+}
+
+/// SIGKILL to every process of session `sid`, repeated until none is left
+/// or `patience` runs out. Returns the pids still alive (empty on success).
+pub async fn kill_session(sid: u32, patience: Duration) -> Vec<i32> {
+    let Ok(leader) = i32::try_from(sid) else {
+        return Vec::new();
+    };
+    let _ = killpg(Pid::from_raw(leader), Signal::SIGKILL);
+    let give_up = Instant::now() + patience;
+    loop {
+        let alive = members(sid);
+        if alive.is_empty() || Instant::now() >= give_up {
+            return alive;
+        }
+        for pid in &alive {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,128 @@
+//! One agent from start to result: the parent's half of `troupe spawn`,
+//! and the step a team run repeats for every worker.
+//!
+//! Prepares the agent's directory (an earlier run's records are moved
+//! aside, never overwritten), writes the task file, serves the child,
+//! seals the transcript with what only the parent knows, and writes the
+//! result object beside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::command::{ChildSpec, child_command};
+use super::events::EventSink;
+use super::result::AgentResult;
+use super::serve::{ChildRun, ServeLimits, serve};
+use crate::fsutil::{deliverable_files, write_json_atomic};
+use crate::llm::{AgentKey, ChatModel};
+use crate::protocol::TaskFile;
+use crate::transcript::{self, Conversation};
+
+pub struct SpawnConfig {
+    pub task: TaskFile,
+    /// The `troupe-agent` binary.
+    pub agent_program: PathBuf,
+    pub limits: ServeLimits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot prepare the agent directory {path}: {source}")]
+    Prepare {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Transcript(#[from] transcript::TranscriptError),
+    #[error("cannot write the result file {path}: {source}")]
+    Result {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub async fn spawn_agent(
+    config: SpawnConfig,
+    model: Arc<dyn ChatModel>,
+    events: &dyn EventSink,
+) -> Result<AgentResult, SpawnError> {
+    let task = &config.task;
+    let name = task.agent_id.to_string();
+    prepare(task, events, &name)?;
+    let spec = ChildSpec {
+        program: config.agent_program.clone(),
+        task_path: task.subagent_dir().join("task.json"),
+        workdir: task.workspace.clone(),
+        stderr_log: task.subagent_dir().join("stderr.log"),
+    };
+    let command = child_command(&spec).map_err(|source| SpawnError::Prepare {
+        path: spec.stderr_log.clone(),
+        source,
+    })?;
+    let run = ChildRun {
+        name: &name,
+        key: AgentKey {
+            role: task.role.as_str().to_string(),
+            step: Some(task.step_key()),
+            attempt: Some(task.attempt),
+        },
+        model,
+        limits: config.limits,
+        events,
+        stderr_log: spec.stderr_log.clone(),
+    };
+    let outcome = serve(command, run).await;
+
+    transcript::seal(
+        &task.transcript_path(),
+        || {
+            Conversation::new(
+                task.agent_id.clone(),
+                task.conversation_id.clone(),
+                task.role,
+                task.summary.clone(),
+            )
+        },
+        outcome.status,
+        outcome.stats.clone(),
+        outcome.error.clone(),
+    )?;
+    let result = AgentResult::new(
+        task,
+        &outcome,
+        deliverable_files(&task.workspace, &task.agent_dir),
+    );
+    let path = task.subagent_dir().join("result.json");
+    write_json_atomic(&path, &result).map_err(|source| SpawnError::Result { path, source })?;
+    Ok(result)
+}
+
+/// Makes the agent's directory and writes its task file. An earlier run's
+/// `.subagent/` is renamed to `.subagent-<time>` first, so nothing of it is
+/// lost.
+fn prepare(task: &TaskFile, events: &dyn EventSink, name: &str) -> Result<(), SpawnError> {
+    let fail = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SpawnError::Prepare { path, source }
+    };
+    let subagent = task.subagent_dir();
+    std::fs::create_dir_all(&task.agent_dir).map_err(fail(&task.agent_dir))?;
+    if subagent.exists() {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+        let aside = task
+            .agent_dir
+            .join(format!("{}-{stamp}", crate::protocol::SUBAGENT_DIR));
+        std::fs::rename(&subagent, &aside).map_err(fail(&subagent))?;
+        let message = format!(
+            "the previous run's records were moved to {}",
+            aside.display()
+        );
+        events.event(
+            name,
+            super::events::AgentEvent::Warning { message: &message },
+        );
+    }
+    std::fs::create_dir_all(&subagent).map_err(fail(&subagent))?;
+    let task_path = subagent.join("task.json");
+    write_json_atomic(&task_path, task).map_err(fail(&task_path))
+}

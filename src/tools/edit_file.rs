@@ -1,0 +1,91 @@
+//! `edit_file`: replace one exact piece of text. The old text must occur
+//! exactly once, so an edit can never land in the wrong place.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::llm::BoxFuture;
+
+pub struct EditFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    old_text: String,
+    new_text: String,
+}
+
+impl Tool for EditFile {
+    fn name(&self) -> &'static str {
+        "edit_file"
+    }
+
+    fn description(&self) -> &'static str {
+        "Replace old_text by new_text in a file. old_text must occur exactly once: copy it exactly, with enough surrounding lines to be unique."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace"},
+                "old_text": {"type": "string", "description": "The exact text to replace; it must occur exactly once"},
+                "new_text": {"type": "string", "description": "The replacement"}
+            },
+            "required": ["path", "old_text", "new_text"]
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(self.name(), arguments)?;
+            let path = ctx.fence.resolve_write(&args.path)?;
+            let shown = ctx.fence.display(&path);
+            let refuse = |why: String| ToolError::RespondToModel(why);
+            if args.old_text.is_empty() {
+                return Err(refuse(
+                    "old_text is empty; to create a file use write_file".into(),
+                ));
+            }
+            let text = match tokio::fs::read_to_string(&path).await {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(refuse(format!(
+                        "{shown} does not exist; use write_file to create it"
+                    )));
+                }
+                Err(e) => return Err(refuse(format!("cannot read {shown}: {e}"))),
+            };
+            match text.matches(&args.old_text).count() {
+                0 => Err(refuse(format!(
+                    "old_text was not found in {shown}; read the file and copy the text exactly"
+                ))),
+                1 => {
+                    let edited = text.replacen(&args.old_text, &args.new_text, 1);
+                    tokio::fs::write(&path, edited.as_bytes())
+                        .await
+                        .map_err(|e| refuse(format!("cannot write {shown}: {e}")))?;
+                    ctx.record_written(path.clone());
+                    Ok(ToolOutput::ok(format!(
+                        "replaced 1 occurrence in {shown} ({} -> {} bytes)",
+                        text.len(),
+                        edited.len()
+                    )))
+                }
+                n => Err(refuse(format!(
+                    "old_text occurs {n} times in {shown}; include more surrounding lines so it matches exactly once"
+                ))),
+            }
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! `finish_task`: the worker's report, which ends its run.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Finish, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::llm::BoxFuture;
+
+pub struct FinishTask;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    success: bool,
+    summary: String,
+}
+
+impl Tool for FinishTask {
+    fn name(&self) -> &'static str {
+        "finish_task"
+    }
+
+    fn description(&self) -> &'static str {
+        "Report that you are done and exit. success: whether the task was completed; summary: what you did, which files you produced, what you found. You cannot continue after this call."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "success": {"type": "boolean", "description": "Whether the task was completed"},
+                "summary": {"type": "string", "description": "What was done, the files produced, key findings (50-200 words)"}
+            },
+            "required": ["success", "summary"]
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(self.name(), arguments)?;
+            let mut output = ToolOutput::ok(
+                json!({
+                    "success": true,
+                    "message": "Task finished; the sub-agent exits now",
+                    "will_terminate": true
+                })
+                .to_string(),
+            );
+            output.finish = Some(Finish {
+                success: args.success,
+                summary: args.summary,
+            });
+            Ok(output)
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! The tools an agent can call: one per file, behind one trait.
+//!
+//! A tool never panics on what the model sends: bad arguments, a path
+//! outside the fence, a missing file all come back to the model as a
+//! failed result it can act on (`ToolError::RespondToModel`). Only a
+//! failure of the agent's own machinery ends the agent (`ToolError::Fatal`).
+
+mod edit_file;
+mod fence;
+mod finish_task;
+mod list_dir;
+mod process_groups;
+mod read_file;
+mod run_command;
+mod search_workspace;
+mod spill;
+mod write_file;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::chat::ToolSpec;
+use crate::llm::BoxFuture;
+use crate::protocol::AgentLimits;
+
+pub use fence::{FenceError, PathFence};
+pub use process_groups::ProcessGroups;
+pub use spill::cap_output;
+
+/// What a tool's use adds to the seed's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    FilesRead,
+    Searches,
+    Commands,
+}
+
+/// What `finish_task` hands back to the loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    pub success: bool,
+    pub summary: String,
+}
+
+/// The structured result every tool returns; the model sees it as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolOutput {
+    pub success: bool,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip)]
+    pub finish: Option<Finish>,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutput {
+            success: true,
+            content: content.into(),
+            error: None,
+            finish: None,
+        }
+    }
+
+    pub fn failed(error: impl Into<String>, content: impl Into<String>) -> Self {
+        ToolOutput {
+            success: false,
+            content: content.into(),
+            error: Some(error.into()),
+            finish: None,
+        }
+    }
+
+    /// The text of the `tool` message the model reads.
+    pub fn model_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| self.content.clone())
+    }
+
+    /// One line for progress: the error, or the first line of the content.
+    pub fn summary(&self) -> String {
+        let text = self.error.as_deref().unwrap_or(&self.content);
+        crate::text::excerpt(text.lines().next().unwrap_or(""), 160)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The model's mistake or the world's: reported to the model as the
+    /// tool's failed result.
+    #[error("{0}")]
+    RespondToModel(String),
+    /// The agent cannot go on.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl From<FenceError> for ToolError {
+    fn from(error: FenceError) -> Self {
+        ToolError::RespondToModel(error.to_string())
+    }
+}
+
+/// What every tool may use: the path fence, the limits, the registry of
+/// process groups that must die with the agent, and the record of files
+/// written (for the result's deliverables list).
+pub struct ToolContext {
+    pub fence: PathFence,
+    pub limits: AgentLimits,
+    pub groups: ProcessGroups,
+    pub written: Mutex<BTreeSet<PathBuf>>,
+}
+
+impl ToolContext {
+    pub fn new(fence: PathFence, limits: AgentLimits) -> Self {
+        ToolContext {
+            fence,
+            limits,
+            groups: ProcessGroups::default(),
+            written: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn record_written(&self, path: PathBuf) {
+        if let Ok(mut written) = self.written.lock() {
+            written.insert(path);
+        }
+    }
+}
+
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn description(&self) -> &'static str;
+    /// JSON Schema of the arguments.
+    fn parameters(&self) -> Value;
+    /// Read-only tools may run in parallel and are what a Reviewer gets.
+    fn is_read_only(&self) -> bool;
+    fn counter(&self) -> Option<Counter> {
+        None
+    }
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_string(),
+            description: self.description().to_string(),
+            parameters: self.parameters(),
+        }
+    }
+}
+
+/// Parses a call's JSON arguments into the tool's own type; a mismatch is
+/// the model's to fix.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolError> {
+    let text = if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    };
+    serde_json::from_str(text)
+        .map_err(|e| ToolError::RespondToModel(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// The tools of one role, in the order the model sees them.
+#[derive(Clone)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// Everything a Worker may use.
+    pub fn worker() -> Self {
+        ToolRegistry {
+            tools: vec![
+                Arc::new(read_file::ReadFile),
+                Arc::new(write_file::WriteFile),
+                Arc::new(edit_file::EditFile),
+                Arc::new(list_dir::ListDir),
+                Arc::new(search_workspace::SearchWorkspace),
+                Arc::new(run_command::RunCommand),
+                Arc::new(finish_task::FinishTask),
+            ],
+        }
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|tool| tool.spec()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.name() == name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|tool| tool.name()).collect()
+    }
+}

@@ -1,0 +1,200 @@
+//! `run_command`: one shell command in the workspace, with its own timeout,
+//! its own process group, stdin from /dev/null and capped output.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use super::process_groups::{GroupGuard, kill_group};
+use super::{Counter, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::llm::BoxFuture;
+
+/// Bytes kept per stream; the rest is counted and dropped.
+const CAPTURE_CAP: usize = 1024 * 1024;
+/// How long to keep reading after the command exits, for output still in
+/// the pipes. A background process that keeps a pipe open does not hold the
+/// agent up beyond this.
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+pub struct RunCommand;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    command: String,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    /// Working directory, relative to the workspace.
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+impl Tool for RunCommand {
+    fn name(&self) -> &'static str {
+        "run_command"
+    }
+
+    fn description(&self) -> &'static str {
+        "Run a shell command (sh -c) in the workspace. Returns the exit code, stdout and stderr. stdin is empty; the command is killed with everything it started when its timeout passes."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line, run by sh -c"},
+                "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Kill the command after this many seconds (default 120)"},
+                "cwd": {"type": "string", "description": "Working directory, relative to the workspace (default .)"}
+            },
+            "required": ["command"]
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    fn counter(&self) -> Option<Counter> {
+        Some(Counter::Commands)
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(self.name(), arguments)?;
+            let cwd = ctx.fence.resolve_read(args.cwd.as_deref().unwrap_or("."))?;
+            let limit = args
+                .timeout_seconds
+                .unwrap_or(ctx.limits.command_timeout_seconds)
+                .clamp(1, ctx.limits.max_command_timeout_seconds.max(1));
+            run(&args.command, &cwd, Duration::from_secs(limit), ctx).await
+        })
+    }
+}
+
+async fn run(
+    command: &str,
+    cwd: &std::path::Path,
+    limit: Duration,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolError::RespondToModel(format!("cannot start sh: {e}")))?;
+    let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+    ctx.groups.add(pgid);
+    let mut guard = GroupGuard::new(pgid);
+    let stdout = Capture::start(child.stdout.take());
+    let stderr = Capture::start(child.stderr.take());
+
+    let status = tokio::time::timeout(limit, child.wait()).await;
+    let timed_out = status.is_err();
+    if timed_out {
+        kill_group(pgid);
+        let _ = child.wait().await;
+    }
+    guard.disarm();
+    let (out, err) = tokio::join!(stdout.finish(), stderr.finish());
+    let mut text = String::new();
+    let exit = match status {
+        Ok(Ok(status)) => status.code(),
+        Ok(Err(e)) => {
+            return Err(ToolError::RespondToModel(format!(
+                "waiting for the command failed: {e}"
+            )));
+        }
+        Err(_) => None,
+    };
+    match exit {
+        Some(code) => text.push_str(&format!("exit code: {code}")),
+        None if timed_out => text.push_str(&format!("timed out after {} s", limit.as_secs())),
+        None => text.push_str("killed by a signal"),
+    }
+    for (name, body) in [("stdout", out), ("stderr", err)] {
+        if !body.is_empty() {
+            text.push_str(&format!("\n--- {name} ---\n{body}"));
+        }
+    }
+    Ok(match exit {
+        Some(0) => ToolOutput::ok(text),
+        Some(code) => ToolOutput::failed(format!("the command exited with code {code}"), text),
+        None if timed_out => ToolOutput::failed(
+            format!(
+                "the command timed out after {} s; it and every process it started were killed",
+                limit.as_secs()
+            ),
+            text,
+        ),
+        None => ToolOutput::failed("the command was killed by a signal", text),
+    })
+}
+
+/// One output stream, read in the background into a capped buffer that
+/// survives the reader being abandoned.
+struct Capture {
+    buffer: Arc<Mutex<CaptureBuffer>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct CaptureBuffer {
+    kept: Vec<u8>,
+    dropped: usize,
+}
+
+impl Capture {
+    fn start<R: AsyncRead + Unpin + Send + 'static>(stream: Option<R>) -> Self {
+        let buffer = Arc::new(Mutex::new(CaptureBuffer::default()));
+        let reader = stream.map(|mut stream| {
+            let buffer = Arc::clone(&buffer);
+            tokio::spawn(async move {
+                let mut chunk = [0u8; 8192];
+                while let Ok(n) = stream.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut buffer) = buffer.lock() {
+                        let room = CAPTURE_CAP.saturating_sub(buffer.kept.len()).min(n);
+                        buffer.kept.extend_from_slice(&chunk[..room]);
+                        buffer.dropped += n - room;
+                    }
+                }
+            })
+        });
+        Capture { buffer, reader }
+    }
+
+    /// What was read, after giving the reader a moment to reach the end.
+    async fn finish(mut self) -> String {
+        if let Some(reader) = self.reader.take() {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
+                abort.abort();
+            }
+        }
+        let Ok(buffer) = self.buffer.lock() else {
+            return String::new();
+        };
+        let mut text = String::from_utf8_lossy(&buffer.kept).into_owned();
+        if buffer.dropped > 0 {
+            text.push_str(&format!("\n[{} more bytes dropped]", buffer.dropped));
+        }
+        text
+    }
+}

@@ -1,0 +1,140 @@
+//! `search_workspace`: a regular expression over the files of a tree,
+//! skipping what is never the agent's to read (`.git`, build output, other
+//! agents' results).
+
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::llm::BoxFuture;
+
+const SKIPPED_DIRS: &[&str] = &[".git", "target", "sub_agent_results"];
+const DEFAULT_MAX_RESULTS: usize = 100;
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+const MAX_LINE_SHOWN: usize = 240;
+
+pub struct SearchWorkspace;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+impl Tool for SearchWorkspace {
+    fn name(&self) -> &'static str {
+        "search_workspace"
+    }
+
+    fn description(&self) -> &'static str {
+        "Search file contents with a regular expression (Rust regex syntax). Prints path:line: text for each matching line. Skips .git, target and sub_agent_results."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Regular expression"},
+                "path": {"type": "string", "description": "Directory or file to search, relative to the workspace (default .)"},
+                "max_results": {"type": "integer", "minimum": 1, "description": "Most matching lines to return (default 100)"}
+            },
+            "required": ["pattern"]
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn counter(&self) -> Option<Counter> {
+        Some(Counter::Searches)
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: Args = parse_args(self.name(), arguments)?;
+            let regex = Regex::new(&args.pattern).map_err(|e| {
+                ToolError::RespondToModel(format!("invalid regular expression: {e}"))
+            })?;
+            let root = ctx
+                .fence
+                .resolve_read(args.path.as_deref().unwrap_or("."))?;
+            let max = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+            let fence = ctx.fence.clone();
+            let shown = fence.display(&root);
+            let search = tokio::task::spawn_blocking(move || search(&regex, &root, max, &fence));
+            let (hits, stopped) = search
+                .await
+                .map_err(|e| ToolError::Fatal(format!("the search task failed: {e}")))?;
+            if hits.is_empty() {
+                return Ok(ToolOutput::ok(format!(
+                    "no matches for /{}/ in {shown}",
+                    args.pattern
+                )));
+            }
+            let mut out = hits.join("\n");
+            if stopped {
+                out.push_str(&format!(
+                    "\n[stopped at {max} matches; narrow the pattern or the path]"
+                ));
+            }
+            Ok(ToolOutput::ok(out))
+        })
+    }
+}
+
+/// Matching lines as `path:line: text`, and whether the limit cut them.
+fn search(regex: &Regex, root: &Path, max: usize, fence: &PathFence) -> (Vec<String>, bool) {
+    let mut hits = Vec::new();
+    let files = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|entry| {
+            entry.depth() == 0
+                || !(entry.file_type().is_dir()
+                    && SKIPPED_DIRS.iter().any(|skip| entry.file_name() == *skip))
+        })
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_file());
+    for entry in files {
+        let path: PathBuf = entry.into_path();
+        let Some(text) = readable_text(&path) else {
+            continue;
+        };
+        let shown = fence.display(&path);
+        for (number, line) in text.lines().enumerate() {
+            if regex.is_match(line) {
+                if hits.len() == max {
+                    return (hits, true);
+                }
+                let line = crate::text::excerpt(line, MAX_LINE_SHOWN);
+                hits.push(format!("{shown}:{}: {line}", number + 1));
+            }
+        }
+    }
+    (hits, false)
+}
+
+/// The file as text, or `None` for large and binary files.
+fn readable_text(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}

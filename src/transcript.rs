@@ -1,0 +1,169 @@
+//! `conversations.json`: the full record of one agent, in the seed's shape.
+//!
+//! The child owns its transcript while it runs and rewrites it atomically
+//! after every message, so a kill at any instant leaves the last valid copy.
+//! Once the child is gone the parent may seal it with the status only the
+//! parent knows (timeout, crash), which keeps one writer at any time.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::chat::Message;
+use crate::fsutil::write_json_atomic;
+use crate::protocol::{AgentId, AgentRole, AgentStats, AgentStatus, StopReason};
+use crate::timefmt::{rfc3339, rfc3339_opt};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    pub agent_id: AgentId,
+    pub conversation_id: String,
+    pub role: AgentRole,
+    pub summary: String,
+    pub status: AgentStatus,
+    #[serde(with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+    #[serde(default, with = "rfc3339_opt")]
+    pub completed_at: Option<DateTime<Utc>>,
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub stats: AgentStats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// What went wrong, for every status but `completed` and `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Conversation {
+    pub fn new(
+        agent_id: AgentId,
+        conversation_id: String,
+        role: AgentRole,
+        summary: String,
+    ) -> Self {
+        Conversation {
+            agent_id,
+            conversation_id,
+            role,
+            summary,
+            status: AgentStatus::Running,
+            created_at: Utc::now(),
+            completed_at: None,
+            messages: Vec::new(),
+            stats: AgentStats::default(),
+            stop_reason: None,
+            error: None,
+        }
+    }
+}
+
+/// The child's handle on its transcript: every change is written through.
+pub struct TranscriptWriter {
+    path: PathBuf,
+    doc: Conversation,
+}
+
+impl TranscriptWriter {
+    /// Writes the first copy at once, so a transcript exists from the start.
+    pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
+        let writer = TranscriptWriter { path, doc };
+        writer.save()?;
+        Ok(writer)
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.doc.messages
+    }
+
+    pub fn push(&mut self, message: Message) -> std::io::Result<()> {
+        self.doc.messages.push(message);
+        self.save()
+    }
+
+    pub fn set_stats(&mut self, stats: AgentStats) {
+        self.doc.stats = stats;
+    }
+
+    pub fn finish(
+        &mut self,
+        status: AgentStatus,
+        stop_reason: Option<StopReason>,
+        error: Option<String>,
+    ) -> std::io::Result<()> {
+        self.doc.status = status;
+        self.doc.stop_reason = stop_reason;
+        self.doc.error = error;
+        self.doc.completed_at = Some(Utc::now());
+        self.save()
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        write_json_atomic(&self.path, &self.doc)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    #[error("cannot read the transcript {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the transcript {path} is not valid: {source}")]
+    Invalid {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write the transcript {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| TranscriptError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The parent's last word on a transcript whose child is gone: the final
+/// status, when it ended, the stats the parent measured, and why. When the
+/// child died before writing any transcript, `fallback` is written instead,
+/// so every agent leaves one.
+pub fn seal(
+    path: &Path,
+    fallback: impl FnOnce() -> Conversation,
+    status: AgentStatus,
+    stats: AgentStats,
+    error: Option<String>,
+) -> Result<(), TranscriptError> {
+    let mut doc = match load(path) {
+        Ok(doc) => doc,
+        Err(TranscriptError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            fallback()
+        }
+        Err(e) => return Err(e),
+    };
+    doc.status = status;
+    doc.stats = stats;
+    if error.is_some() {
+        doc.error = error;
+    }
+    if doc.completed_at.is_none() {
+        doc.completed_at = Some(Utc::now());
+    }
+    write_json_atomic(path, &doc).map_err(|source| TranscriptError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,1 @@
+//! Integration tests: the real binaries, run as child processes.
