@@ -29,12 +29,19 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> std::io::Resul
     write_atomic(path, &bytes)
 }
 
-/// Every file under an agent's directory but its `.subagent/`, as paths
-/// relative to the workspace, sorted: what the agent left as deliverables.
+/// Every file under an agent's directory but its `.subagent/` (and the
+/// `.subagent-<time>/` of earlier runs), as paths relative to the
+/// workspace, sorted: what the agent left as deliverables.
 pub fn deliverable_files(workspace: &Path, agent_dir: &Path) -> Vec<String> {
     let mut files: Vec<String> = walkdir::WalkDir::new(agent_dir)
         .into_iter()
-        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == crate::protocol::SUBAGENT_DIR))
+        .filter_entry(|e| {
+            let ours = e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(crate::protocol::SUBAGENT_DIR);
+            !(e.depth() == 1 && ours)
+        })
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
         .map(|e| crate::protocol::display_in(workspace, e.path()))

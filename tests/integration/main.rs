@@ -1,1 +1,18 @@
-//! Integration tests: the real binaries, run as child processes.
+//! Integration tests: the real `troupe` and `troupe-agent` binaries, run
+//! as child processes against temporary workspaces, with the model either
+//! scripted or a real HTTP server on 127.0.0.1.
+
+// Helpers and tests alike fail loudly on anything unexpected.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fake_children;
+mod http_client;
+mod spawn_result;
+mod timeouts;
+mod tool_fence;
+mod tools;
+mod usage;
+mod worker_loop;

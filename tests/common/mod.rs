@@ -1,0 +1,198 @@
+//! Helpers for the integration tests: temporary workspaces, running the
+//! real binaries with a bound that catches hangs, scripted-model files,
+//! and process checks.
+
+pub mod mock_model;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Any single troupe invocation in these tests ends well within this; a
+/// run that does not is a hang.
+pub const HANG_BOUND: Duration = Duration::from_secs(120);
+
+/// A temporary directory holding the workspace (`ws/`) and anything a test
+/// wants beside it.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Sandbox {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// Writes `value` as a scripted-model file and returns `scripted:PATH`.
+    pub fn script(&self, value: Value) -> String {
+        let path = self.dir.path().join("script.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        format!("scripted:{}", path.display())
+    }
+
+    pub fn agent_dir(&self, id: u32) -> PathBuf {
+        self.ws().join(format!("sub_agent_results/agent_{id}"))
+    }
+
+    pub fn transcript(&self, id: u32) -> Value {
+        read_json(&self.agent_dir(id).join(".subagent/conversations.json"))
+    }
+
+    /// An executable shell script in the sandbox, for fake children.
+    pub fn executable(&self, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}\n{text}", path.display()))
+}
+
+/// What one run of a binary left.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+pub fn troupe() -> Command {
+    binary(env!("CARGO_BIN_EXE_troupe"))
+}
+
+pub fn troupe_agent() -> Command {
+    binary(env!("CARGO_BIN_EXE_troupe-agent"))
+}
+
+fn binary(path: &str) -> Command {
+    let mut command = Command::new(path);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("TROUPE_") {
+            command.env_remove(name);
+        }
+    }
+    command.env("NO_COLOR", "1").env_remove("OPENAI_API_KEY");
+    command
+}
+
+/// Runs `command` to the end, killing it (and failing the test) if it
+/// takes longer than `HANG_BOUND`.
+pub fn run(mut command: Command) -> Run {
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let err = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Run {
+                code: status.code().unwrap_or(-1),
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+                elapsed: started.elapsed(),
+            };
+        }
+        if started.elapsed() > HANG_BOUND {
+            let _ = child.kill();
+            panic!("{command:?} did not finish within {HANG_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `troupe spawn` for agent `id` in the sandbox's workspace, with `extra`
+/// arguments appended.
+pub fn spawn(sandbox: &Sandbox, id: u32, task: &str, model: &str, extra: &[&str]) -> Run {
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            &id.to_string(),
+            "--summary",
+            "a test task",
+            "--task",
+            task,
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--model", model])
+        .args(extra);
+    run(command)
+}
+
+/// Whether `pid` is a live process (a zombie counts as dead).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let after = &stat[stat.rfind(')').unwrap() + 1..];
+            !after.trim_start().starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pid a test command wrote to `path`.
+pub fn read_pid(path: &Path) -> i32 {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no pid file {}: {e}", path.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("bad pid in {}: {e}", path.display()))
+}
+
+/// The messages of a transcript with the given role.
+pub fn messages_with_role<'a>(transcript: &'a Value, role: &str) -> Vec<&'a Value> {
+    transcript["messages"]
+        .as_array()
+        .expect("messages array")
+        .iter()
+        .filter(|m| m["role"] == role)
+        .collect()
+}
+
+/// The parsed JSON of every tool message, in order.
+pub fn tool_results(transcript: &Value) -> Vec<Value> {
+    messages_with_role(transcript, "tool")
+        .into_iter()
+        .map(|m| {
+            serde_json::from_str(m["content"].as_str().unwrap()).expect("tool content is JSON")
+        })
+        .collect()
+}

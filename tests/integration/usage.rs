@@ -1,0 +1,127 @@
+//! Bad usage and configuration end with exit code 2 and a message that
+//! says what to do; the documented entry points work.
+
+use serde_json::json;
+
+use crate::common::{Sandbox, run, spawn, troupe, troupe_agent};
+
+#[test]
+fn no_model_is_a_usage_error() {
+    let sandbox = Sandbox::new();
+    let mut command = troupe();
+    command
+        .args(["spawn", "--id", "1", "--summary", "s", "--task", "t"])
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let run = run(command);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("no model given") && run.stderr.contains("scripted:PATH"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_missing_or_invalid_script_is_a_usage_error() {
+    let sandbox = Sandbox::new();
+    let run1 = spawn(&sandbox, 1, "t", "scripted:/nonexistent/script.json", &[]);
+    assert_eq!(run1.code, 2);
+    assert!(
+        run1.stderr
+            .contains("cannot read the model script /nonexistent/script.json"),
+        "{}",
+        run1.stderr
+    );
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "replies": []}]}));
+    let run2 = spawn(&sandbox, 1, "t", &model, &[]);
+    assert_eq!(run2.code, 2);
+    assert!(
+        run2.stderr.contains("unknown field `replies`"),
+        "{}",
+        run2.stderr
+    );
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": []}));
+    let missing = sandbox.root().join("nope.md");
+    let run1 = {
+        let mut command = troupe();
+        command
+            .args(["spawn", "--id", "1", "--summary", "s", "--task-file"])
+            .arg(&missing)
+            .arg("--workspace")
+            .arg(sandbox.ws())
+            .args(["--model", &model]);
+        run(command)
+    };
+    assert_eq!(run1.code, 2);
+    assert!(
+        run1.stderr.contains("cannot read the task file"),
+        "{}",
+        run1.stderr
+    );
+    let run2 = spawn(
+        &sandbox,
+        1,
+        "t",
+        &model,
+        &["--agent-bin", "/nonexistent/troupe-agent"],
+    );
+    assert_eq!(run2.code, 2);
+    assert!(run2.stderr.contains("--agent-bin"), "{}", run2.stderr);
+    let run3 = spawn(&sandbox, 0, "t", &model, &[]);
+    assert_eq!(run3.code, 2, "id 0 is refused by the parser");
+}
+
+#[test]
+fn help_explains_the_flags() {
+    let mut command = troupe();
+    command.args(["spawn", "--help"]);
+    let run = run(command);
+    assert_eq!(run.code, 0);
+    for flag in [
+        "--timeout",
+        "--idle-timeout",
+        "--base-url",
+        "--api-key-env",
+        "scripted:PATH",
+    ] {
+        assert!(run.stdout.contains(flag), "spawn --help mentions {flag}");
+    }
+}
+
+#[test]
+fn troupe_agent_runs_stand_alone_with_a_model() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "solo.txt", "content": "alone"}}]},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran alone"}}]}
+    ]}]}));
+    // A normal spawn leaves a task file to re-run.
+    assert_eq!(spawn(&sandbox, 1, "solo", &model, &[]).code, 0);
+    std::fs::remove_file(sandbox.ws().join("solo.txt")).unwrap();
+    let task = sandbox.agent_dir(1).join(".subagent/task.json");
+    let mut command = troupe_agent();
+    command.arg("--task").arg(&task).args(["--model", &model]);
+    let run = run(command);
+    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    let lines: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "hello");
+    assert_eq!(lines.last().unwrap()["type"], "finished");
+    assert!(
+        lines.iter().all(|l| l["type"] != "llm_request"),
+        "the model is in-process"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("solo.txt")).unwrap(),
+        "alone"
+    );
+}
