@@ -11,6 +11,7 @@ pub mod events;
 pub mod progress;
 pub mod result;
 pub mod serve;
+mod served;
 pub mod session;
 pub mod spawn;
 

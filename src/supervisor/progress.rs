@@ -29,8 +29,10 @@ impl Progress {
         }
     }
 
-    fn line(&self, event: &AgentEvent<'_>) -> String {
-        match event {
+    /// The line for an event; `None` for the ones not worth a line (a tool
+    /// that succeeded: its call already had one).
+    fn line(&self, event: &AgentEvent<'_>) -> Option<String> {
+        let line = match event {
             AgentEvent::Started { pid } => format!("started (pid {pid})"),
             AgentEvent::ModelTurn {
                 turn,
@@ -64,10 +66,9 @@ impl Progress {
                 summary,
             } => {
                 if *success {
-                    self.paint("2", &format!("  ok {name}: {summary}"))
-                } else {
-                    self.paint("31", &format!("  failed {name}: {summary}"))
+                    return None;
                 }
+                self.paint("31", &format!("  failed {name}: {summary}"))
             }
             AgentEvent::Stopping { reason } => self.paint("33", &format!("stopping: {reason}")),
             AgentEvent::Warning { message } => self.paint("33", &format!("warning: {message}")),
@@ -87,14 +88,17 @@ impl Progress {
                 }
                 line
             }
-        }
+        };
+        Some(line)
     }
 }
 
 impl EventSink for Progress {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
+        let Some(line) = self.line(&event) else {
+            return;
+        };
         let prefix = self.paint("36", &format!("agent {agent} |"));
-        let line = self.line(&event);
         let _ = writeln!(std::io::stderr().lock(), "{prefix} {line}");
     }
 }

@@ -7,7 +7,6 @@
 //! period while still reading what the child says, then kills its whole
 //! session and confirms it is gone.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -16,16 +15,14 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 
 use super::events::{AgentEvent, EventSink};
+use super::served::Served;
 use super::session;
-use crate::chat::Usage;
-use crate::llm::{AgentKey, ChatModel, Completion, CompletionRequest, LlmError};
+use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::{
-    AgentStats, AgentStatus, FinishReport, FromChild, LineReader, PROTOCOL_VERSION, ToChild,
-    VerdictReport, decode_line, encode_line, round_seconds,
+    AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport, encode_line,
 };
 
 /// After the child exits, how long to keep reading lines still in the pipe
@@ -82,8 +79,6 @@ enum Ending {
     Idle(Duration),
     Protocol(String),
 }
-
-type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
 
 pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     let started = Instant::now();
@@ -185,46 +180,7 @@ fn start_writer(child: &mut Child) -> mpsc::UnboundedSender<ToChild> {
     tx
 }
 
-/// What the parent learned from one child.
-struct Served<'r, 'a> {
-    run: &'r ChildRun<'a>,
-    pid: Option<u32>,
-    hello: bool,
-    /// False once the child is being stopped: its model requests then go
-    /// unanswered.
-    answering: bool,
-    finish: Option<FinishReport>,
-    verdict: Option<VerdictReport>,
-    child_error: Option<String>,
-    child_stats: AgentStats,
-    usage: Usage,
-    turns: u32,
-    call_names: HashMap<String, String>,
-    pending: JoinSet<ModelAnswer>,
-}
-
-impl<'r, 'a> Served<'r, 'a> {
-    fn new(run: &'r ChildRun<'a>) -> Self {
-        Served {
-            run,
-            pid: None,
-            hello: false,
-            answering: true,
-            finish: None,
-            verdict: None,
-            child_error: None,
-            child_stats: AgentStats::default(),
-            usage: Usage::default(),
-            turns: 0,
-            call_names: HashMap::new(),
-            pending: JoinSet::new(),
-        }
-    }
-
-    fn event(&self, event: AgentEvent<'_>) {
-        self.run.events.event(self.run.name, event);
-    }
-
+impl Served<'_, '_> {
     /// The normal life of the child: lines in, answers out, until it ends
     /// or a limit ends it.
     async fn converse(
@@ -310,201 +266,4 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
     }
-
-    fn handle(&mut self, line: &str) -> Result<(), String> {
-        if line.trim().is_empty() {
-            return Ok(());
-        }
-        let message: FromChild = decode_line(line).map_err(|e| e.to_string())?;
-        let first_ok = matches!(message, FromChild::Hello { .. } | FromChild::Error { .. });
-        if !self.hello && !first_ok {
-            return Err(format!(
-                "the first line must be `hello`, not `{}`",
-                crate::protocol::codec::type_of(line)
-            ));
-        }
-        match message {
-            FromChild::Hello { protocol, pid, .. } => {
-                if protocol != PROTOCOL_VERSION {
-                    return Err(format!(
-                        "the child speaks protocol {protocol}, this troupe speaks {PROTOCOL_VERSION}"
-                    ));
-                }
-                self.hello = true;
-                self.event(AgentEvent::Started { pid });
-            }
-            FromChild::LlmRequest {
-                id,
-                messages,
-                tools,
-            } => {
-                if !self.answering {
-                    return Ok(());
-                }
-                let model = Arc::clone(&self.run.model);
-                let request = CompletionRequest {
-                    agent: self.run.key.clone(),
-                    messages,
-                    tools,
-                };
-                self.pending.spawn(async move {
-                    let asked = Instant::now();
-                    (id, asked, model.complete(request).await)
-                });
-            }
-            FromChild::ToolCall {
-                call_id,
-                name,
-                arguments,
-            } => {
-                self.event(AgentEvent::ToolCall {
-                    name: &name,
-                    arguments: &arguments,
-                });
-                self.call_names.insert(call_id, name);
-            }
-            FromChild::ToolResult {
-                call_id,
-                success,
-                summary,
-            } => {
-                let name = self.call_names.get(&call_id).map_or("tool", String::as_str);
-                if !success {
-                    self.event(AgentEvent::ToolResult {
-                        name,
-                        success,
-                        summary: &summary,
-                    });
-                }
-            }
-            FromChild::Stats(stats) => self.child_stats = stats,
-            FromChild::Finished(report) => {
-                self.child_stats = report.stats.clone();
-                self.finish = Some(report);
-            }
-            FromChild::Verdict(verdict) => self.verdict = Some(verdict),
-            FromChild::Error { message } => self.child_error = Some(message),
-            FromChild::Unknown => {
-                let kind = crate::protocol::codec::type_of(line);
-                let message = format!("ignoring a message of unknown type `{kind}`");
-                self.event(AgentEvent::Warning { message: &message });
-            }
-        }
-        Ok(())
-    }
-
-    fn answer(
-        &mut self,
-        (id, asked, result): ModelAnswer,
-        to_child: &mpsc::UnboundedSender<ToChild>,
-    ) {
-        let reply = match result {
-            Ok(completion) => {
-                self.turns += 1;
-                self.usage.add(completion.usage);
-                self.event(AgentEvent::ModelTurn {
-                    turn: self.turns,
-                    tool_calls: completion.message.tool_calls.len(),
-                    usage: completion.usage,
-                    elapsed: asked.elapsed(),
-                });
-                ToChild::LlmResponse {
-                    id,
-                    message: completion.message,
-                    usage: completion.usage,
-                }
-            }
-            Err(error) => {
-                let message = error.to_string();
-                self.event(AgentEvent::ModelError { message: &message });
-                ToChild::LlmError {
-                    id,
-                    message,
-                    retryable: error.retryable(),
-                }
-            }
-        };
-        let _ = to_child.send(reply);
-    }
-
-    /// The status of a child that ended on its own.
-    fn verdict_on_exit(&self, exit: Option<ExitStatus>) -> (AgentStatus, Option<String>) {
-        if let Some(report) = &self.finish {
-            let status = if report.success {
-                AgentStatus::Completed
-            } else {
-                AgentStatus::Failed
-            };
-            return (status, None);
-        }
-        if self.verdict.is_some() {
-            return (AgentStatus::Completed, None);
-        }
-        if let Some(error) = &self.child_error {
-            return (AgentStatus::Error, Some(error.clone()));
-        }
-        let how = match exit {
-            Some(status) => describe_exit(status),
-            None => "closed its output but did not exit".to_string(),
-        };
-        let mut error = format!("the agent {how} without reporting a result");
-        if let Some(tail) = log_tail(&self.run.stderr_log) {
-            error.push_str(&format!("; its stderr ends: {tail}"));
-        }
-        (AgentStatus::Error, Some(error))
-    }
-
-    fn outcome(
-        &self,
-        status: AgentStatus,
-        error: Option<String>,
-        started: Instant,
-    ) -> ChildOutcome {
-        let mut stats = self.child_stats.clone();
-        stats.runtime_seconds = round_seconds(started.elapsed().as_secs_f64());
-        stats.token_usage = self.usage;
-        let detail = match (&error, &self.finish) {
-            (Some(error), _) => error.as_str(),
-            (None, Some(finish)) => finish.summary.as_str(),
-            (None, None) => "",
-        };
-        self.event(AgentEvent::Ended {
-            status,
-            runtime: started.elapsed(),
-            detail,
-        });
-        ChildOutcome {
-            status,
-            finish: self.finish.clone(),
-            verdict: self.verdict.clone(),
-            error,
-            stats,
-            pid: self.pid,
-        }
-    }
-}
-
-fn describe_exit(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(signal)) => {
-            let name = nix::sys::signal::Signal::try_from(signal)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| format!("signal {signal}"));
-            format!("was killed by {name}")
-        }
-        (None, None) => "ended".to_string(),
-    }
-}
-
-/// The last lines of a log, on one line, for an error message.
-fn log_tail(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return None;
-    }
-    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
-    Some(crate::text::excerpt(&tail, 400))
 }

@@ -76,9 +76,12 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
 #[test]
 fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
     let sandbox = Sandbox::new();
+    let pid_file = sandbox.root().join("orphan.pid");
+    // The command's shell outlives the agent it kills; the parent must find it.
+    let command = format!("echo $$ > {}; kill -9 $PPID; sleep 30", pid_file.display());
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "before.txt", "content": "x"}}]},
-        {"tool_calls": [{"name": "run_command", "arguments": {"command": "kill -9 $PPID; sleep 30"}}]}
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}
     ]}]}));
     let run = spawn(&sandbox, 1, "get killed", &model, &[]);
     assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
@@ -97,6 +100,10 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
         "messages up to the kill are kept"
     );
     assert!(sandbox.ws().join("before.txt").exists());
+    assert!(
+        !alive(read_pid(&pid_file)),
+        "the orphaned command was killed with the session"
+    );
 }
 
 #[test]
