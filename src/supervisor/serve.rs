@@ -152,6 +152,9 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
         }
     };
     served.pending.abort_all();
+    // The session outlives its reaped leader while any member is left, and
+    // its id cannot be reused until the last one is gone, so this reaches
+    // exactly what the child started.
     if let Some(pid) = pid {
         let alive = session::kill_session(pid, KILL_PATIENCE).await;
         if !alive.is_empty() {

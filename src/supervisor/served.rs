@@ -19,6 +19,11 @@ use crate::protocol::{
     decode_line, round_seconds,
 };
 
+/// Model requests one child may have in flight. The agent asks one at a
+/// time; a child that floods the parent with requests is broken, and must
+/// not reach the endpoint with them.
+const MAX_PENDING_REQUESTS: usize = 8;
+
 /// A model request's id, when it was asked, and the answer.
 pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
 
@@ -91,6 +96,11 @@ impl<'r, 'a> Served<'r, 'a> {
             } => {
                 if !self.answering {
                     return Ok(());
+                }
+                if self.pending.len() >= MAX_PENDING_REQUESTS {
+                    return Err(format!(
+                        "more than {MAX_PENDING_REQUESTS} model requests at once"
+                    ));
                 }
                 let model = Arc::clone(&self.run.model);
                 let request = CompletionRequest {

@@ -148,3 +148,31 @@ fn the_model_is_served_to_any_child_that_speaks_the_protocol() {
         run.stderr, run.stdout
     );
 }
+
+#[test]
+fn a_child_flooding_model_requests_is_stopped() {
+    let sandbox = Sandbox::new();
+    let request = r#"{"type":"llm_request","id":1,"messages":[]}"#;
+    let body =
+        format!("{HELLO}\nfor i in 1 2 3 4 5 6 7 8 9 10; do echo '{request}'; done\nsleep 300");
+    let script =
+        sandbox.script(json!({"latency_ms": 5000, "rules": [{"reply": [{"content": "slow"}]}]}));
+    let child = sandbox.executable("fake-agent", &body);
+    let run = spawn(
+        &sandbox,
+        1,
+        "flood",
+        &script,
+        &["--agent-bin", child.to_str().unwrap(), "--kill-grace", "1"],
+    );
+    assert_eq!(run.code, 1);
+    let error = run.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("more than 8 model requests at once"),
+        "{error}"
+    );
+    assert!(
+        run.elapsed < std::time::Duration::from_secs(30),
+        "pending requests were abandoned"
+    );
+}
