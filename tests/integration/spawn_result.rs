@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{Sandbox, read_json, spawn, tool_results};
+use crate::common::{Run, Sandbox, read_json, spawn, tool_results};
 
 fn hello_script(sandbox: &Sandbox) -> String {
     sandbox.script(json!({
@@ -19,12 +19,8 @@ fn hello_script(sandbox: &Sandbox) -> String {
     }))
 }
 
-fn is_rfc3339_utc(text: &str) -> bool {
-    chrono::DateTime::parse_from_rfc3339(text).is_ok() && text.ends_with('Z')
-}
-
-#[test]
-fn result_object_has_the_seed_shape() {
+/// Agent 1 on the hello script, which must succeed.
+fn spawn_hello() -> (Sandbox, Run) {
     let sandbox = Sandbox::new();
     let model = hello_script(&sandbox);
     let run = spawn(
@@ -35,6 +31,16 @@ fn result_object_has_the_seed_shape() {
         &[],
     );
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    (sandbox, run)
+}
+
+fn is_rfc3339_utc(text: &str) -> bool {
+    chrono::DateTime::parse_from_rfc3339(text).is_ok() && text.ends_with('Z')
+}
+
+#[test]
+fn result_object_has_the_seed_shape() {
+    let (sandbox, run) = spawn_hello();
     let result = run.json();
 
     assert_eq!(result["success"], true);
@@ -72,16 +78,7 @@ fn result_object_has_the_seed_shape() {
 
 #[test]
 fn transcript_has_the_seed_shape() {
-    let sandbox = Sandbox::new();
-    let model = hello_script(&sandbox);
-    let run = spawn(
-        &sandbox,
-        1,
-        "Create demo/test/1.txt containing Smile",
-        &model,
-        &[],
-    );
-    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    let (sandbox, run) = spawn_hello();
     let transcript = sandbox.transcript(1);
 
     assert_eq!(transcript["agent_id"], 1);
@@ -126,16 +123,7 @@ fn transcript_has_the_seed_shape() {
 
 #[test]
 fn progress_goes_to_stderr_without_colour() {
-    let sandbox = Sandbox::new();
-    let model = hello_script(&sandbox);
-    let run = spawn(
-        &sandbox,
-        1,
-        "Create demo/test/1.txt containing Smile",
-        &model,
-        &[],
-    );
-    assert_eq!(run.code, 0);
+    let (_sandbox, run) = spawn_hello();
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert!(
         lines.iter().any(|l| l.contains("turn 1: 1 tool call")),
