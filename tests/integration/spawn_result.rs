@@ -78,7 +78,7 @@ fn result_object_has_the_seed_shape() {
 
 #[test]
 fn transcript_has_the_seed_shape() {
-    let (sandbox, run) = spawn_hello();
+    let (sandbox, _) = spawn_hello();
     let transcript = sandbox.transcript(1);
 
     assert_eq!(transcript["agent_id"], 1);
