@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -13,6 +13,7 @@ pub struct MockResponse {
     status: u16,
     headers: Vec<(String, String)>,
     body: String,
+    delay: Duration,
 }
 
 impl MockResponse {
@@ -35,7 +36,14 @@ impl MockResponse {
             status,
             headers: Vec::new(),
             body: body.into(),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Answers only after `delay`, like a slow endpoint.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -143,6 +151,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
             )
         })
     };
+    std::thread::sleep(response.delay);
     let mut out = stream;
     let mut head = format!(
         "HTTP/1.1 {} Mock\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",

@@ -250,3 +250,19 @@ fn a_bad_key_says_where_the_key_comes_from() {
     );
     assert!(error.contains("--api-key-env"), "{error}");
 }
+
+#[test]
+fn a_slow_endpoint_hits_the_request_timeout() {
+    let sandbox = Sandbox::new();
+    let slow = MockResponse::completion(finish_call()).after(Duration::from_secs(5));
+    let mock = MockModel::start(vec![slow]);
+    let run = spawn_against(
+        &sandbox,
+        &mock,
+        &["--request-timeout", "1", "--http-retries", "0"],
+    );
+    assert_eq!(run.code, 1);
+    assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
+    let error = run.json()["error"].as_str().unwrap().to_string();
+    assert!(error.contains("no answer within 1 s"), "{error}");
+}

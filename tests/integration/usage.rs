@@ -125,3 +125,36 @@ fn troupe_agent_runs_stand_alone_with_a_model() {
         "alone"
     );
 }
+
+#[test]
+fn prompts_can_be_overridden_one_file_at_a_time() {
+    let sandbox = Sandbox::new();
+    let prompts = sandbox.root().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(
+        prompts.join("worker-task.md"),
+        "Agent {agent_id}, do this: {task} {unknown}",
+    )
+    .unwrap();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ok"}}]}
+    ]}]}));
+    let run = spawn(
+        &sandbox,
+        4,
+        "sweep {the} floor",
+        &model,
+        &["--prompts-dir", prompts.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    let transcript = sandbox.transcript(4);
+    assert_eq!(
+        transcript["messages"][1]["content"],
+        "Agent 4, do this: sweep {the} floor {unknown}"
+    );
+    let system = transcript["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You are a focused sub-agent"),
+        "the built-in system prompt stays"
+    );
+}
