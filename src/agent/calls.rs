@@ -31,25 +31,22 @@ pub struct CallRunner {
 
 impl CallRunner {
     pub async fn run_all(&self, calls: &[ToolCall]) -> Vec<CallResult> {
-        let mut results = Vec::with_capacity(calls.len());
-        let mut index = 0;
-        while index < calls.len() {
-            if results
+        let mut results: Vec<CallResult> = Vec::with_capacity(calls.len());
+        let mut rest = calls;
+        while !rest.is_empty() {
+            let ended = results
                 .iter()
-                .any(|r: &CallResult| r.output.finish.is_some() || r.fatal.is_some())
-            {
-                results.push(CallResult {
+                .any(|r| r.output.finish.is_some() || r.fatal.is_some());
+            if ended {
+                results.extend(rest.iter().map(|_| CallResult {
                     output: ToolOutput::failed("not run: the task had already ended", ""),
                     fatal: None,
-                });
-                index += 1;
-                continue;
+                }));
+                break;
             }
-            let batch = self.read_only_run(&calls[index..]).max(1);
-            let batch_results =
-                join_all(calls[index..index + batch].iter().map(|c| self.run_one(c))).await;
-            results.extend(batch_results);
-            index += batch;
+            let (batch, after) = rest.split_at(self.read_only_run(rest).max(1));
+            results.extend(join_all(batch.iter().map(|call| self.run_one(call))).await);
+            rest = after;
         }
         results
     }

@@ -153,3 +153,20 @@ fn rules_match_on_step_and_each_agent_has_its_own_cursor() {
     let run = spawn(&sandbox, 3, "be three", &model, &[]);
     assert_eq!(run.json()["result_summary"], "anyone else");
 }
+
+#[test]
+fn calls_after_finish_task_are_not_run() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [
+            {"name": "finish_task", "arguments": {"success": true, "summary": "done early"}},
+            {"name": "write_file", "arguments": {"path": "late.txt", "content": "too late"}}
+        ]}
+    ]}]}));
+    let run = spawn(&sandbox, 1, "finish first", &model, &[]);
+    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    assert!(!sandbox.ws().join("late.txt").exists());
+    let results = crate::common::tool_results(&sandbox.transcript(1));
+    assert_eq!(results.len(), 2, "every call is answered");
+    assert!(results[1]["error"].as_str().unwrap().starts_with("not run"));
+}
