@@ -24,3 +24,72 @@ pub fn excerpt(text: &str, max: usize) -> String {
         format!("{cut}…")
     }
 }
+
+/// The first balanced `{...}` in `text` that parses as a JSON object:
+/// what a model means when it wraps JSON in a Markdown fence or in prose.
+/// Braces inside JSON strings are skipped; a balanced piece that is not
+/// JSON (`{placeholder}` in prose) is passed over for the next one.
+pub fn first_json_object(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while let Some(offset) = text[start..].find('{') {
+        let open = start + offset;
+        if let Some(close) = balanced_end(bytes, open) {
+            let candidate = &text[open..=close];
+            if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(candidate).is_ok()
+            {
+                return Some(candidate);
+            }
+        }
+        start = open + 1;
+    }
+    None
+}
+
+/// The index of the `}` that closes the `{` at `open`, if any.
+fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &b) in bytes.iter().enumerate().skip(open) {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_json_object;
+
+    #[test]
+    fn finds_the_object_in_fences_and_prose() {
+        let fenced = "Here is the plan:\n```json\n{\"a\": \"}\", \"b\": {\"c\": 1}}\n```\nDone.";
+        assert_eq!(
+            first_json_object(fenced),
+            Some("{\"a\": \"}\", \"b\": {\"c\": 1}}")
+        );
+        let prose = "Fill in {name} later. {\"approved\": false}";
+        assert_eq!(first_json_object(prose), Some("{\"approved\": false}"));
+        assert_eq!(first_json_object("looks good to me, it passes"), None);
+        assert_eq!(first_json_object("{\"open\": 1"), None);
+    }
+}

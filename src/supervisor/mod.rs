@@ -4,10 +4,11 @@
 //! will go), `serve` answers one child over the pipe and stops it when it
 //! must, `session` finds and kills whatever a child left behind, `spawn`
 //! runs one agent from task file to result object, and `progress` shows it
-//! all to a person on stderr.
+//! all to a person on stderr. `plan` parses and checks a Planner's plan.
 
 pub mod command;
 pub mod events;
+pub mod plan;
 pub mod progress;
 pub mod result;
 pub mod serve;

@@ -1,0 +1,47 @@
+//! The plan: `{summary, steps: [{id, description, type, dependencies}]}`,
+//! parsed strictly from what a Planner model wrote.
+//!
+//! Strict means an invalid plan is an error with the reason, never silently
+//! repaired: unique non-empty ids, every dependency declared, no cycle, at
+//! least one step, fields of the right types. Only the wrapping is
+//! forgiven: the first JSON object is taken out of a Markdown fence or
+//! surrounding prose.
+
+mod levels;
+mod parse;
+mod render;
+
+use serde::{Deserialize, Serialize};
+
+pub use levels::levels;
+pub use parse::{PlanError, parse_plan, parse_plan_with};
+pub use render::render_tree;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    #[serde(default)]
+    pub summary: String,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    pub id: String,
+    pub description: String,
+    /// The planner's label (FILE_WRITE, COMMAND, ANALYSIS, ...); shown, not
+    /// interpreted.
+    #[serde(rename = "type", default = "default_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+}
+
+fn default_kind() -> String {
+    "task".to_string()
+}
+
+impl Plan {
+    pub fn step(&self, id: &str) -> Option<&Step> {
+        self.steps.iter().find(|step| step.id == id)
+    }
+}

@@ -1,0 +1,295 @@
+//! Text in, a valid plan or the precise reason out.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use super::{Plan, Step, default_kind};
+use crate::text::{excerpt, first_json_object};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("there is no JSON object in the planner's answer: {excerpt}")]
+    NoJson { excerpt: String },
+    #[error("the plan has no `steps` list")]
+    NoStepList,
+    #[error("the plan has no steps")]
+    NoSteps,
+    #[error("`{field}` of the plan must be {expected}")]
+    PlanField {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("step {number}{id}: `{field}` must be {expected}")]
+    StepField {
+        number: usize,
+        id: String,
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("step {number} has an empty id")]
+    EmptyId { number: usize },
+    #[error("the id `{id}` is used by steps {first} and {second}")]
+    DuplicateId {
+        id: String,
+        first: usize,
+        second: usize,
+    },
+    #[error("the id `{id}` is already taken by a completed step")]
+    TakenId { id: String },
+    #[error("step `{step}` depends on `{dependency}`, which no step declares")]
+    UnknownDependency { step: String, dependency: String },
+    #[error("the dependencies form a cycle: {}", .cycle.join(" -> "))]
+    Cycle { cycle: Vec<String> },
+}
+
+/// A plan for a fresh run.
+pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
+    parse_plan_with(text, &HashSet::new())
+}
+
+/// A plan whose steps may also depend on `done`: the completed steps of a
+/// run being replanned. Their ids may not be reused.
+pub fn parse_plan_with(text: &str, done: &HashSet<String>) -> Result<Plan, PlanError> {
+    let object = first_json_object(text).ok_or_else(|| PlanError::NoJson {
+        excerpt: excerpt(text, 200),
+    })?;
+    let value: Map<String, Value> =
+        serde_json::from_str(object).map_err(|_| PlanError::NoJson {
+            excerpt: excerpt(text, 200),
+        })?;
+    let summary = match value.get("summary") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(_) => {
+            return Err(PlanError::PlanField {
+                field: "summary",
+                expected: "a string",
+            });
+        }
+    };
+    let list = match value.get("steps") {
+        Some(Value::Array(list)) => list,
+        Some(_) => {
+            return Err(PlanError::PlanField {
+                field: "steps",
+                expected: "a list of steps",
+            });
+        }
+        None => return Err(PlanError::NoStepList),
+    };
+    if list.is_empty() {
+        return Err(PlanError::NoSteps);
+    }
+    let steps = list
+        .iter()
+        .enumerate()
+        .map(|(i, value)| step_from(i + 1, value))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plan = Plan { summary, steps };
+    check_ids(&plan, done)?;
+    check_dependencies(&plan, done)?;
+    if let Some(cycle) = find_cycle(&plan) {
+        return Err(PlanError::Cycle { cycle });
+    }
+    Ok(plan)
+}
+
+fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
+    let Value::Object(fields) = value else {
+        return Err(PlanError::StepField {
+            number,
+            id: String::new(),
+            field: "(the step)",
+            expected: "an object",
+        });
+    };
+    let id = match fields.get("id") {
+        Some(Value::String(id)) => id.trim().to_string(),
+        _ => {
+            return Err(PlanError::StepField {
+                number,
+                id: String::new(),
+                field: "id",
+                expected: "a string",
+            });
+        }
+    };
+    if id.is_empty() {
+        return Err(PlanError::EmptyId { number });
+    }
+    let wrong = |field, expected| PlanError::StepField {
+        number,
+        id: format!(" (`{id}`)"),
+        field,
+        expected,
+    };
+    let description = match fields.get("description") {
+        Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
+        _ => return Err(wrong("description", "a non-empty string")),
+    };
+    let kind = match fields.get("type") {
+        None | Some(Value::Null) => default_kind(),
+        Some(Value::String(kind)) => kind.clone(),
+        Some(_) => return Err(wrong("type", "a string")),
+    };
+    let dependencies = match fields.get("dependencies") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|dep| dep.as_str().map(|d| d.trim().to_string()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| wrong("dependencies", "a list of step ids (strings)"))?,
+        Some(_) => return Err(wrong("dependencies", "a list of step ids (strings)")),
+    };
+    Ok(Step {
+        id,
+        description,
+        kind,
+        dependencies,
+    })
+}
+
+fn check_ids(plan: &Plan, done: &HashSet<String>) -> Result<(), PlanError> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        if done.contains(&step.id) {
+            return Err(PlanError::TakenId {
+                id: step.id.clone(),
+            });
+        }
+        if let Some(first) = seen.insert(&step.id, i + 1) {
+            return Err(PlanError::DuplicateId {
+                id: step.id.clone(),
+                first,
+                second: i + 1,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_dependencies(plan: &Plan, done: &HashSet<String>) -> Result<(), PlanError> {
+    let ids: HashSet<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
+    for step in &plan.steps {
+        for dep in &step.dependencies {
+            if !ids.contains(dep.as_str()) && !done.contains(dep) {
+                return Err(PlanError::UnknownDependency {
+                    step: step.id.clone(),
+                    dependency: dep.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A cycle among the plan's own steps, as the ids along it with the first
+/// repeated at the end, or `None`. Iterative, so a long chain cannot
+/// overflow the stack.
+fn find_cycle(plan: &Plan) -> Option<Vec<String>> {
+    let index: HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let deps: Vec<Vec<usize>> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            s.dependencies
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; plan.steps.len()];
+    for root in 0..plan.steps.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        mark[root] = Mark::OnPath;
+        while let Some(top) = path.last_mut() {
+            let node = top.0;
+            let Some(&dep) = deps[node].get(top.1) else {
+                mark[node] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            top.1 += 1;
+            match mark[dep] {
+                Mark::New => {
+                    mark[dep] = Mark::OnPath;
+                    path.push((dep, 0));
+                }
+                Mark::OnPath => {
+                    let from = path.iter().position(|&(n, _)| n == dep).unwrap_or(0);
+                    let mut cycle: Vec<String> = path[from..]
+                        .iter()
+                        .map(|&(n, _)| plan.steps[n].id.clone())
+                        .collect();
+                    cycle.push(plan.steps[dep].id.clone());
+                    return Some(cycle);
+                }
+                Mark::Done => {}
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(steps: &str) -> Result<Plan, PlanError> {
+        parse_plan(&format!("{{\"summary\": \"s\", \"steps\": {steps}}}"))
+    }
+
+    #[test]
+    fn a_cycle_is_named() {
+        let err = plan(
+            r#"[{"id":"a","description":"x","dependencies":["c"]},
+                          {"id":"b","description":"x","dependencies":["a"]},
+                          {"id":"c","description":"x","dependencies":["b"]}]"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the dependencies form a cycle: a -> c -> b -> a"
+        );
+    }
+
+    #[test]
+    fn field_types_are_checked() {
+        let err = plan(r#"[{"id":"a","description":"x","dependencies":"b"}]"#).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "step 1 (`a`): `dependencies` must be a list of step ids (strings)"
+        );
+        let err = plan(r#"[{"id":3,"description":"x"}]"#).unwrap_err();
+        assert_eq!(err.to_string(), "step 1: `id` must be a string");
+    }
+
+    #[test]
+    fn replans_may_depend_on_done_steps_but_not_reuse_them() {
+        let done: HashSet<String> = ["step_1".to_string()].into();
+        let text = r#"{"steps":[{"id":"step_2","description":"x","dependencies":["step_1"]}]}"#;
+        assert!(parse_plan_with(text, &done).is_ok());
+        let text = r#"{"steps":[{"id":"step_1","description":"x"}]}"#;
+        assert_eq!(
+            parse_plan_with(text, &done),
+            Err(PlanError::TakenId {
+                id: "step_1".into()
+            })
+        );
+    }
+}

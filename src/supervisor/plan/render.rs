@@ -1,0 +1,48 @@
+//! A plan as people read it: its levels, each step with its type and what
+//! it waits for, and its status when a run is under way.
+
+use super::{Plan, levels};
+
+/// The plan as an indented tree by level. `status` gives the text shown
+/// after each step (its run status), or nothing.
+pub fn render_tree(plan: &Plan, status: impl Fn(&str) -> Option<String>) -> String {
+    let levels = levels(plan);
+    let mut out = String::new();
+    let title = if plan.summary.is_empty() {
+        "(no summary)"
+    } else {
+        plan.summary.as_str()
+    };
+    out.push_str(&format!(
+        "Plan: {title}\n{} steps in {} levels\n",
+        plan.steps.len(),
+        levels.len()
+    ));
+    let width = plan
+        .steps
+        .iter()
+        .map(|s| s.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (n, level) in levels.iter().enumerate() {
+        out.push_str(&format!("  level {}\n", n + 1));
+        for &i in level {
+            let step = &plan.steps[i];
+            let mut line = format!(
+                "    {:width$}  {} [{}]",
+                step.id,
+                step.description.trim(),
+                step.kind
+            );
+            if !step.dependencies.is_empty() {
+                line.push_str(&format!(" <- {}", step.dependencies.join(", ")));
+            }
+            if let Some(status) = status(&step.id) {
+                line.push_str(&format!("  ({status})"));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
