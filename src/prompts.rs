@@ -17,6 +17,20 @@ pub enum Prompt {
     Reminder,
     /// Sent when the loop must end early and the model should report.
     WrapUp,
+    /// The reviewer's system prompt.
+    Reviewer,
+    /// The reviewer's first user message: what to review.
+    ReviewerTask,
+    /// Sent when the reviewer must give its verdict with tools off.
+    ReviewerWrapUp,
+    /// The planner's system prompt (parent).
+    Planner,
+    /// Asks the planner to plan the rest after failures (parent).
+    Replan,
+    /// A worker's task text for one step of a run (parent).
+    Step,
+    /// A reviewer's task text: the step and the worker's report (parent).
+    Review,
 }
 
 impl Prompt {
@@ -26,6 +40,13 @@ impl Prompt {
             Prompt::WorkerTask => "worker-task.md",
             Prompt::Reminder => "reminder.md",
             Prompt::WrapUp => "wrap-up.md",
+            Prompt::Reviewer => "reviewer.md",
+            Prompt::ReviewerTask => "reviewer-task.md",
+            Prompt::ReviewerWrapUp => "reviewer-wrap-up.md",
+            Prompt::Planner => "planner.md",
+            Prompt::Replan => "replan.md",
+            Prompt::Step => "step.md",
+            Prompt::Review => "review.md",
         }
     }
 
@@ -35,6 +56,13 @@ impl Prompt {
             Prompt::WorkerTask => include_str!("../prompts/worker-task.md"),
             Prompt::Reminder => include_str!("../prompts/reminder.md"),
             Prompt::WrapUp => include_str!("../prompts/wrap-up.md"),
+            Prompt::Reviewer => include_str!("../prompts/reviewer.md"),
+            Prompt::ReviewerTask => include_str!("../prompts/reviewer-task.md"),
+            Prompt::ReviewerWrapUp => include_str!("../prompts/reviewer-wrap-up.md"),
+            Prompt::Planner => include_str!("../prompts/planner.md"),
+            Prompt::Replan => include_str!("../prompts/replan.md"),
+            Prompt::Step => include_str!("../prompts/step.md"),
+            Prompt::Review => include_str!("../prompts/review.md"),
         }
     }
 

@@ -12,7 +12,10 @@ mod cancel;
 mod deliverables;
 mod outbox;
 mod parent_model;
+mod reviewer;
+mod session;
 mod stats;
+mod verdict;
 mod worker;
 
 use std::path::{Path, PathBuf};
@@ -24,11 +27,11 @@ use self::calls::CallRunner;
 use self::cancel::Cancel;
 use self::outbox::Outbox;
 use self::parent_model::ParentModel;
+use self::session::{LoopEnd, Session};
 use self::stats::StatsCounter;
-use self::worker::{LoopEnd, WorkerLoop};
 use crate::llm::{ChatModel, ModelConfig, build_model};
 use crate::protocol::{
-    AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, TaskFile,
+    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, TaskFile,
 };
 use crate::tools::{PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
@@ -132,21 +135,21 @@ async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> 
         Arc::clone(&stats),
         task.limits.heartbeat_seconds,
     );
+    let registry = match task.role {
+        AgentRole::Worker => ToolRegistry::worker(),
+        AgentRole::Reviewer => ToolRegistry::reviewer(),
+    };
     let calls = CallRunner {
-        registry: ToolRegistry::worker(),
+        registry,
         ctx: Arc::clone(&ctx),
         stats: Arc::clone(&stats),
         out: out.clone(),
     };
-    let end = WorkerLoop {
-        task,
-        model,
-        calls,
-        transcript: &mut transcript,
-        cancel,
-    }
-    .run()
-    .await;
+    let session = Session::new(task, model, calls, &mut transcript, cancel);
+    let end = match task.role {
+        AgentRole::Worker => worker::run(session).await,
+        AgentRole::Reviewer => reviewer::run(session).await,
+    };
     heartbeat.abort();
     ctx.groups.kill_all();
     let stats = stats.snapshot();
@@ -189,6 +192,11 @@ fn report(
                     ExitCode::FAILURE
                 },
             )
+        }
+        LoopEnd::Verdict(verdict) => {
+            let sealed = transcript.finish(AgentStatus::Completed, None, None);
+            out.send(&FromChild::Verdict(verdict));
+            (sealed, ExitCode::SUCCESS)
         }
         LoopEnd::Cancelled { reason } => {
             let sealed = transcript.finish(

@@ -192,6 +192,18 @@ impl ToolRegistry {
         }
     }
 
+    /// What a Reviewer may use: the read-only tools, so it can inspect the
+    /// real workspace and change nothing.
+    pub fn reviewer() -> Self {
+        ToolRegistry {
+            tools: Self::worker()
+                .tools
+                .into_iter()
+                .filter(|tool| tool.is_read_only())
+                .collect(),
+        }
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|tool| tool.spec()).collect()
     }

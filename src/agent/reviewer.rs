@@ -1,0 +1,48 @@
+//! The reviewer's loop: inspect the real workspace with read-only tools,
+//! then answer a verdict. The first answer without tool calls is the
+//! verdict; if the model runs out of turns or goes in circles it is asked
+//! for its verdict with tools off. Either way the answer is parsed strictly
+//! (see `verdict`), so a reviewer that rambles rejects, never approves.
+
+use super::session::{LoopEnd, Session};
+use super::verdict::parse_verdict;
+use crate::prompts::Prompt;
+use crate::protocol::StopReason;
+
+pub async fn run(mut session: Session<'_>) -> LoopEnd {
+    match drive(&mut session).await {
+        Ok(end) | Err(end) => end,
+    }
+}
+
+async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
+    session.open(Prompt::Reviewer, Prompt::ReviewerTask)?;
+    let limits = session.task.limits.clone();
+    let mut turns = 0;
+    loop {
+        turns += 1;
+        if turns > limits.max_turns {
+            return verdict_now(session, StopReason::TurnLimit).await;
+        }
+        if limits
+            .max_tokens
+            .is_some_and(|max| session.tokens_spent() >= max)
+        {
+            return verdict_now(session, StopReason::TokenLimit).await;
+        }
+        let reply = session.ask(true).await?;
+        if reply.tool_calls.is_empty() {
+            return Ok(LoopEnd::Verdict(parse_verdict(reply.text())));
+        }
+        session.run_calls(&reply.tool_calls).await?;
+        if session.stagnating() {
+            return verdict_now(session, StopReason::Stagnation).await;
+        }
+    }
+}
+
+async fn verdict_now(session: &mut Session<'_>, reason: StopReason) -> Result<LoopEnd, LoopEnd> {
+    session.say(Prompt::ReviewerWrapUp, &[("reason", reason.describe())])?;
+    let reply = session.ask(false).await?;
+    Ok(LoopEnd::Verdict(parse_verdict(reply.text())))
+}
