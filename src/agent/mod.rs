@@ -8,7 +8,6 @@
 //! command it started outlives it.
 
 mod calls;
-mod cancel;
 mod deliverables;
 mod outbox;
 mod parent_model;
@@ -24,7 +23,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::calls::CallRunner;
-use self::cancel::Cancel;
 use self::outbox::Outbox;
 use self::parent_model::ParentModel;
 use self::session::{LoopEnd, Session};
@@ -33,6 +31,7 @@ use crate::llm::{ChatModel, ModelConfig, build_model};
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, TaskFile,
 };
+use crate::signal::StopSignal;
 use crate::tools::{PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
 
@@ -98,7 +97,7 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
 }
 
 async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> ExitCode {
-    let cancel = Cancel::new();
+    let cancel = StopSignal::default();
     watch_sigterm(cancel.clone());
     let model: Arc<dyn ChatModel> = match model {
         Some(config) => match build_model(&config) {
@@ -246,7 +245,7 @@ fn start_heartbeat(
 
 /// SIGTERM (a launcher or a user stopping the child) cancels like the
 /// parent's `cancel`, so the transcript is sealed on the way out.
-fn watch_sigterm(cancel: Cancel) {
+fn watch_sigterm(cancel: StopSignal) {
     use tokio::signal::unix::{SignalKind, signal};
     if let Ok(mut term) = signal(SignalKind::terminate()) {
         tokio::spawn(async move {

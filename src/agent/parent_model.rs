@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use super::cancel::Cancel;
 use super::outbox::Outbox;
 use crate::llm::{BoxFuture, ChatModel, Completion, CompletionRequest, LlmError};
 use crate::protocol::{DEFAULT_LINE_CAP, FromChild, LineReader, ToChild, decode_line};
+use crate::signal::StopSignal;
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, LlmError>>>>>;
 
@@ -26,7 +26,7 @@ pub struct ParentModel {
 
 impl ParentModel {
     /// The model, with the stdin reader started behind it.
-    pub fn start(out: Outbox, cancel: Cancel) -> Self {
+    pub fn start(out: Outbox, cancel: StopSignal) -> Self {
         let waiting: Waiters = Arc::default();
         tokio::spawn(read_stdin(Arc::clone(&waiting), cancel));
         ParentModel {
@@ -58,7 +58,7 @@ impl ChatModel for ParentModel {
     }
 }
 
-async fn read_stdin(waiting: Waiters, cancel: Cancel) {
+async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
     let mut lines = LineReader::new(
         tokio::io::BufReader::new(tokio::io::stdin()),
         DEFAULT_LINE_CAP,

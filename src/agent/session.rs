@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use super::calls::{CallResult, CallRunner};
-use super::cancel::Cancel;
 use crate::chat::{Message, ToolCall};
 use crate::llm::{AgentKey, ChatModel, CompletionRequest};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{StopReason, TaskFile, VerdictReport};
+use crate::signal::StopSignal;
 use crate::transcript::TranscriptWriter;
 
 /// Identical consecutive calls that count as stagnation.
@@ -39,7 +39,7 @@ pub struct Session<'a> {
     pub model: Arc<dyn ChatModel>,
     pub calls: CallRunner,
     pub transcript: &'a mut TranscriptWriter,
-    pub cancel: Cancel,
+    pub cancel: StopSignal,
     /// Every tool call so far, for stagnation.
     history: Vec<String>,
 }
@@ -50,7 +50,7 @@ impl<'a> Session<'a> {
         model: Arc<dyn ChatModel>,
         calls: CallRunner,
         transcript: &'a mut TranscriptWriter,
-        cancel: Cancel,
+        cancel: StopSignal,
     ) -> Self {
         Session {
             task,

@@ -11,6 +11,7 @@ use super::UsageError;
 use super::model_args::ModelArgs;
 use crate::llm::build_model;
 use crate::protocol::{AgentId, AgentLimits, AgentRole, DEFAULT_LINE_CAP, TaskFile};
+use crate::signal::StopSignal;
 use crate::supervisor::{Progress, ServeLimits, SpawnConfig, spawn_agent};
 
 #[derive(Debug, Args)]
@@ -97,10 +98,11 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
             kill_grace: Duration::from_secs(args.kill_grace),
             line_cap: DEFAULT_LINE_CAP,
         },
+        stop: StopSignal::default(),
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
     let progress = Progress::stderr();
-    let result = spawn_agent(config, model, &progress).await?;
+    let result = spawn_agent(config, model, &progress).await?.result;
     let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
     println!("{json}");
     Ok(if result.success {

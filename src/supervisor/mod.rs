@@ -20,4 +20,4 @@ pub use events::{AgentEvent, EventSink};
 pub use progress::Progress;
 pub use result::AgentResult;
 pub use serve::{ChildOutcome, ServeLimits};
-pub use spawn::{SpawnConfig, SpawnError, spawn_agent};
+pub use spawn::{AgentRun, SpawnConfig, SpawnError, spawn_agent};

@@ -24,6 +24,7 @@ use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::{
     AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport, encode_line,
 };
+use crate::signal::StopSignal;
 
 /// After the child exits, how long to keep reading lines still in the pipe
 /// (a stray grandchild may hold it open).
@@ -51,6 +52,9 @@ pub struct ChildRun<'a> {
     pub events: &'a dyn EventSink,
     /// The child's stderr log, quoted when it dies without a word.
     pub stderr_log: PathBuf,
+    /// Stops the child from outside (the run's deadline): cancel, grace,
+    /// kill, status `terminated`.
+    pub stop: StopSignal,
 }
 
 #[derive(Debug, Clone)]
@@ -64,6 +68,9 @@ pub struct ChildOutcome {
     /// measured them (they hold even when the child was killed).
     pub stats: AgentStats,
     pub pid: Option<u32>,
+    /// Tool calls that changed something (write_file, edit_file,
+    /// run_command) and succeeded: the evidence behind a claim of success.
+    pub changing_calls: u32,
 }
 
 enum Ending {
@@ -78,6 +85,8 @@ enum Ending {
     Timeout,
     Idle(Duration),
     Protocol(String),
+    /// Stopped from outside, for this reason.
+    Stopped(String),
 }
 
 pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
@@ -142,6 +151,12 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                 .stop(&mut child, &mut lines, &to_child, &why, "idle_timeout")
                 .await;
             (AgentStatus::IdleTimeout, Some(why))
+        }
+        Ending::Stopped(reason) => {
+            served
+                .stop(&mut child, &mut lines, &to_child, &reason, "terminated")
+                .await;
+            (AgentStatus::Terminated, Some(reason))
         }
         Ending::Protocol(e) => {
             let why = format!("protocol error: {e}");
@@ -226,6 +241,7 @@ impl Served<'_, '_> {
                     return Ending::Lingered;
                 }
                 () = sleep_until(deadline) => return Ending::Timeout,
+                reason = self.run.stop.stopped() => return Ending::Stopped(reason),
                 () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
                     return Ending::Idle(limits.idle_timeout.unwrap_or_default());
                 }

@@ -42,6 +42,7 @@ pub(super) struct Served<'r, 'a> {
     usage: Usage,
     turns: u32,
     call_names: HashMap<String, String>,
+    changing_calls: u32,
     pub(super) pending: JoinSet<ModelAnswer>,
 }
 
@@ -59,6 +60,7 @@ impl<'r, 'a> Served<'r, 'a> {
             usage: Usage::default(),
             turns: 0,
             call_names: HashMap::new(),
+            changing_calls: 0,
             pending: JoinSet::new(),
         }
     }
@@ -130,6 +132,9 @@ impl<'r, 'a> Served<'r, 'a> {
                 summary,
             } => {
                 let name = self.call_names.get(&call_id).map_or("tool", String::as_str);
+                if success && crate::tools::changes_workspace(name) {
+                    self.changing_calls += 1;
+                }
                 self.event(AgentEvent::ToolResult {
                     name,
                     success,
@@ -242,6 +247,7 @@ impl<'r, 'a> Served<'r, 'a> {
             error,
             stats,
             pid: self.pid,
+            changing_calls: self.changing_calls,
         }
     }
 }

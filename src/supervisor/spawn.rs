@@ -12,10 +12,11 @@ use std::sync::Arc;
 use super::command::{ChildSpec, child_command};
 use super::events::EventSink;
 use super::result::AgentResult;
-use super::serve::{ChildRun, ServeLimits, serve};
+use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
 use crate::fsutil::{deliverable_files, write_json_atomic};
 use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::TaskFile;
+use crate::signal::StopSignal;
 use crate::transcript::{self, Conversation};
 
 pub struct SpawnConfig {
@@ -23,6 +24,13 @@ pub struct SpawnConfig {
     /// The `troupe-agent` binary.
     pub agent_program: PathBuf,
     pub limits: ServeLimits,
+    pub stop: StopSignal,
+}
+
+/// One agent's end: the result object, and what the parent saw of it.
+pub struct AgentRun {
+    pub result: AgentResult,
+    pub outcome: ChildOutcome,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +53,7 @@ pub async fn spawn_agent(
     config: SpawnConfig,
     model: Arc<dyn ChatModel>,
     events: &dyn EventSink,
-) -> Result<AgentResult, SpawnError> {
+) -> Result<AgentRun, SpawnError> {
     let task = &config.task;
     let name = task.agent_id.to_string();
     prepare(task, events, &name)?;
@@ -70,6 +78,7 @@ pub async fn spawn_agent(
         limits: config.limits,
         events,
         stderr_log: spec.stderr_log.clone(),
+        stop: config.stop,
     };
     let outcome = serve(command, run).await;
 
@@ -94,7 +103,7 @@ pub async fn spawn_agent(
     );
     let path = task.subagent_dir().join("result.json");
     write_json_atomic(&path, &result).map_err(|source| SpawnError::Result { path, source })?;
-    Ok(result)
+    Ok(AgentRun { result, outcome })
 }
 
 /// Makes the agent's directory and writes its task file. An earlier run's

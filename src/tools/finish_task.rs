@@ -39,6 +39,10 @@ impl Tool for FinishTask {
         false
     }
 
+    fn changes_workspace(&self) -> bool {
+        false
+    }
+
     fn call<'a>(
         &'a self,
         arguments: &'a str,

@@ -143,6 +143,11 @@ pub trait Tool: Send + Sync {
     fn counter(&self) -> Option<Counter> {
         None
     }
+    /// Whether a successful call changed the workspace or ran something:
+    /// what the parent counts as evidence of work behind a claim.
+    fn changes_workspace(&self) -> bool {
+        !self.is_read_only()
+    }
     fn call<'a>(
         &'a self,
         arguments: &'a str,
@@ -168,6 +173,16 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T,
     };
     serde_json::from_str(text)
         .map_err(|e| ToolError::RespondToModel(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// Whether the worker tool named `name` changes the workspace when it
+/// succeeds; names troupe does not know count as not.
+pub fn changes_workspace(name: &str) -> bool {
+    static WORKER: std::sync::LazyLock<ToolRegistry> =
+        std::sync::LazyLock::new(ToolRegistry::worker);
+    WORKER
+        .get(name)
+        .is_some_and(|tool| tool.changes_workspace())
 }
 
 /// The tools of one role, in the order the model sees them.
