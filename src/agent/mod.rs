@@ -86,6 +86,12 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
         .map_err(|e| format!("cannot read the task file {}: {e}", path.display()))?;
     let task: TaskFile = serde_json::from_str(&text)
         .map_err(|e| format!("the task file {} is not valid: {e}", path.display()))?;
+    if task.role == AgentRole::Planner {
+        return Err(format!(
+            "the task file {} is for the planner, which runs inside troupe, not as troupe-agent",
+            path.display()
+        ));
+    }
     if task.protocol != PROTOCOL_VERSION {
         return Err(format!(
             "the task file {} is for protocol {}, this troupe-agent speaks {PROTOCOL_VERSION}",
@@ -135,8 +141,8 @@ async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> 
         task.limits.heartbeat_seconds,
     );
     let registry = match task.role {
-        AgentRole::Worker => ToolRegistry::worker(),
         AgentRole::Reviewer => ToolRegistry::reviewer(),
+        AgentRole::Worker | AgentRole::Planner => ToolRegistry::worker(),
     };
     let calls = CallRunner {
         registry,
@@ -146,8 +152,8 @@ async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> 
     };
     let session = Session::new(task, model, calls, &mut transcript, cancel);
     let end = match task.role {
-        AgentRole::Worker => worker::run(session).await,
         AgentRole::Reviewer => reviewer::run(session).await,
+        AgentRole::Worker | AgentRole::Planner => worker::run(session).await,
     };
     heartbeat.abort();
     ctx.groups.kill_all();

@@ -2,9 +2,13 @@
 //! command run, its outcome mapped to an exit code.
 //!
 //! Exit codes: 0 the agent (or run) succeeded; 1 it did not, or troupe
-//! failed at run time; 2 bad usage or configuration.
+//! failed at run time; 2 bad usage, configuration or plan; 124 a run's
+//! deadline passed.
 
+mod agent_args;
 pub mod model_args;
+mod plan;
+mod run;
 mod spawn;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +31,8 @@ pub struct UsageError(pub String);
         Every agent runs as its own troupe-agent process, in its own directory, with its \
         transcript kept in .subagent/conversations.json. Only troupe talks to the model \
         endpoint; agents ask it over a pipe.\n\n\
-        Exit codes: 0 success, 1 the agent failed, timed out or crashed, 2 bad usage or configuration."
+        Exit codes: 0 success; 1 an agent or step failed, timed out or crashed; 2 bad usage, \
+        configuration or plan; 124 a run's deadline passed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -36,6 +41,19 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Plan a goal and run it as a team: a Worker and a Reviewer process
+    /// for every step, scheduled over the plan's dependencies.
+    ///
+    /// Progress goes to stderr: the plan, one line per step event, a
+    /// summary table. Records go to <workspace>/sub_agent_results/<run_id>/.
+    /// Exit codes: 0 every step completed and approved, 1 failed or skipped
+    /// steps, 2 bad usage or an invalid plan, 124 the --deadline passed.
+    Run(run::RunArgs),
+    /// Ask the Planner for a plan and print it (or write it with -o), to
+    /// review or edit before `troupe run --plan`.
+    Plan(plan::PlanArgs),
+    /// Check a plan file strictly and print its levels; exit 2 when invalid.
+    Validate(plan::ValidateArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -55,6 +73,9 @@ pub fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Spawn(args) => spawn::run(args).await,
+            Command::Run(args) => run::run(args).await,
+            Command::Plan(args) => plan::plan(args).await,
+            Command::Validate(args) => plan::validate(args),
         }
     });
     match outcome {

@@ -2,17 +2,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
 use super::UsageError;
+use super::agent_args::AgentArgs;
 use super::model_args::ModelArgs;
 use crate::llm::build_model;
-use crate::protocol::{AgentId, AgentLimits, AgentRole, DEFAULT_LINE_CAP, TaskFile};
+use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::signal::StopSignal;
-use crate::supervisor::{Progress, ServeLimits, SpawnConfig, spawn_agent};
+use crate::supervisor::{Progress, SpawnConfig, spawn_agent};
 
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
@@ -47,40 +47,12 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "DIR")]
     pub deliverables_dir: Option<PathBuf>,
 
-    /// Seconds before the agent is stopped (cancel, grace, kill).
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
-    pub timeout: u64,
-
-    /// Seconds of silence from the agent (no protocol line, no model request
-    /// pending) after which it counts as hung; 0 turns the watchdog off.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub idle_timeout: u64,
-
-    /// Seconds between the cancel message and SIGKILL to the agent's
-    /// process group.
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
-    pub kill_grace: u64,
-
-    /// Model turns before the agent must wrap up.
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_turns: u32,
-
     /// Total tokens before the agent must wrap up (default: no limit).
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
 
-    /// Default timeout of one run_command, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    pub command_timeout: u64,
-
-    /// A directory of prompt overrides (worker.md, worker-task.md,
-    /// reminder.md, wrap-up.md); missing files keep the built-in prompts.
-    #[arg(long, value_name = "DIR")]
-    pub prompts_dir: Option<PathBuf>,
-
-    /// The troupe-agent binary (default: the one next to troupe).
-    #[arg(long, value_name = "PATH", env = "TROUPE_AGENT_BIN")]
-    pub agent_bin: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentArgs,
 
     #[command(flatten)]
     pub model: ModelArgs,
@@ -91,13 +63,8 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     let task = build_task(&args)?;
     let config = SpawnConfig {
         task,
-        agent_program: super::agent_program(args.agent_bin.as_deref())?,
-        limits: ServeLimits {
-            timeout: Duration::from_secs(args.timeout),
-            idle_timeout: (args.idle_timeout > 0).then(|| Duration::from_secs(args.idle_timeout)),
-            kill_grace: Duration::from_secs(args.kill_grace),
-            line_cap: DEFAULT_LINE_CAP,
-        },
+        agent_program: args.agent.program()?,
+        limits: args.agent.serve_limits(),
         stop: StopSignal::default(),
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
@@ -143,14 +110,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
             .join(format!("agent_{}", args.id)),
     };
     let agent_dir = make_dir(&agent_dir, "--deliverables-dir")?;
-    let prompts_dir = match &args.prompts_dir {
-        Some(dir) => Some(
-            dir.canonicalize()
-                .map_err(|e| UsageError(format!("--prompts-dir {}: {e}", dir.display())))?,
-        ),
-        None => None,
-    };
-    let idle = args.idle_timeout;
+    let prompts_dir = args.agent.prompts_dir()?;
     let mut task = TaskFile::new(
         AgentId::new(args.id.to_string()),
         AgentRole::Worker,
@@ -159,19 +119,9 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
         workspace,
         agent_dir,
     );
-    task.timeout_seconds = args.timeout;
+    task.timeout_seconds = args.agent.timeout;
     task.prompts_dir = prompts_dir;
-    task.limits = AgentLimits {
-        max_turns: args.max_turns,
-        max_tokens: args.max_tokens,
-        command_timeout_seconds: args.command_timeout.max(1),
-        heartbeat_seconds: if idle > 0 {
-            (idle / 3).clamp(1, 10)
-        } else {
-            10
-        },
-        ..AgentLimits::default()
-    };
+    task.limits = args.agent.agent_limits(args.max_tokens);
     Ok(task)
 }
 

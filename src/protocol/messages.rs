@@ -18,6 +18,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum AgentRole {
     Worker,
     Reviewer,
+    /// Runs in the parent, never as a child; named so that its transcript
+    /// and the scripted model's rules can say who spoke.
+    Planner,
 }
 
 impl AgentRole {
@@ -25,6 +28,7 @@ impl AgentRole {
         match self {
             AgentRole::Worker => "worker",
             AgentRole::Reviewer => "reviewer",
+            AgentRole::Planner => "planner",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod serve;
 mod served;
 pub mod session;
 pub mod spawn;
+pub mod team;
 
 pub use events::{AgentEvent, EventSink};
 pub use progress::Progress;

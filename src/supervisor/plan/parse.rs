@@ -29,28 +29,41 @@ pub enum PlanError {
     },
     #[error("step {number} has an empty id")]
     EmptyId { number: usize },
+    #[error(
+        "step {number} has the id `{id}`; ids name directories, so use letters, digits, `_`, `-` and `.` only"
+    )]
+    BadId { number: usize, id: String },
     #[error("the id `{id}` is used by steps {first} and {second}")]
     DuplicateId {
         id: String,
         first: usize,
         second: usize,
     },
-    #[error("the id `{id}` is already taken by a completed step")]
+    #[error("the id `{id}` is already taken by a step of this run")]
     TakenId { id: String },
     #[error("step `{step}` depends on `{dependency}`, which no step declares")]
     UnknownDependency { step: String, dependency: String },
+    #[error(
+        "step `{step}` depends on `{dependency}`, which did not complete; depend on completed steps or new ones"
+    )]
+    UnfinishedDependency { step: String, dependency: String },
     #[error("the dependencies form a cycle: {}", .cycle.join(" -> "))]
     Cycle { cycle: Vec<String> },
 }
 
 /// A plan for a fresh run.
 pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
-    parse_plan_with(text, &HashSet::new())
+    parse_plan_with(text, &HashSet::new(), &HashSet::new())
 }
 
-/// A plan whose steps may also depend on `done`: the completed steps of a
-/// run being replanned. Their ids may not be reused.
-pub fn parse_plan_with(text: &str, done: &HashSet<String>) -> Result<Plan, PlanError> {
+/// A replan of a run under way: its steps may not reuse the ids in `taken`
+/// (every step the run already has), and may depend on those in `done`
+/// (the completed ones).
+pub fn parse_plan_with(
+    text: &str,
+    taken: &HashSet<String>,
+    done: &HashSet<String>,
+) -> Result<Plan, PlanError> {
     let object = first_json_object(text).ok_or_else(|| PlanError::NoJson {
         excerpt: excerpt(text, 200),
     })?;
@@ -87,8 +100,8 @@ pub fn parse_plan_with(text: &str, done: &HashSet<String>) -> Result<Plan, PlanE
         .map(|(i, value)| step_from(i + 1, value))
         .collect::<Result<Vec<_>, _>>()?;
     let plan = Plan { summary, steps };
-    check_ids(&plan, done)?;
-    check_dependencies(&plan, done)?;
+    check_ids(&plan, taken)?;
+    check_dependencies(&plan, taken, done)?;
     if let Some(cycle) = find_cycle(&plan) {
         return Err(PlanError::Cycle { cycle });
     }
@@ -117,6 +130,12 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
     };
     if id.is_empty() {
         return Err(PlanError::EmptyId { number });
+    }
+    let safe = id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if !safe || id.starts_with('.') || id.len() > 100 {
+        return Err(PlanError::BadId { number, id });
     }
     let wrong = |field, expected| PlanError::StepField {
         number,
@@ -150,10 +169,10 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
     })
 }
 
-fn check_ids(plan: &Plan, done: &HashSet<String>) -> Result<(), PlanError> {
+fn check_ids(plan: &Plan, taken: &HashSet<String>) -> Result<(), PlanError> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, step) in plan.steps.iter().enumerate() {
-        if done.contains(&step.id) {
+        if taken.contains(&step.id) {
             return Err(PlanError::TakenId {
                 id: step.id.clone(),
             });
@@ -169,16 +188,23 @@ fn check_ids(plan: &Plan, done: &HashSet<String>) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn check_dependencies(plan: &Plan, done: &HashSet<String>) -> Result<(), PlanError> {
+fn check_dependencies(
+    plan: &Plan,
+    taken: &HashSet<String>,
+    done: &HashSet<String>,
+) -> Result<(), PlanError> {
     let ids: HashSet<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
     for step in &plan.steps {
         for dep in &step.dependencies {
-            if !ids.contains(dep.as_str()) && !done.contains(dep) {
-                return Err(PlanError::UnknownDependency {
-                    step: step.id.clone(),
-                    dependency: dep.clone(),
-                });
+            if ids.contains(dep.as_str()) || done.contains(dep) {
+                continue;
             }
+            let (step, dependency) = (step.id.clone(), dep.clone());
+            return Err(if taken.contains(dep) {
+                PlanError::UnfinishedDependency { step, dependency }
+            } else {
+                PlanError::UnknownDependency { step, dependency }
+            });
         }
     }
     Ok(())
@@ -282,14 +308,22 @@ mod tests {
     #[test]
     fn replans_may_depend_on_done_steps_but_not_reuse_them() {
         let done: HashSet<String> = ["step_1".to_string()].into();
-        let text = r#"{"steps":[{"id":"step_2","description":"x","dependencies":["step_1"]}]}"#;
-        assert!(parse_plan_with(text, &done).is_ok());
+        let taken: HashSet<String> = ["step_1".to_string(), "step_2".to_string()].into();
+        let text = r#"{"steps":[{"id":"step_3","description":"x","dependencies":["step_1"]}]}"#;
+        assert!(parse_plan_with(text, &taken, &done).is_ok());
         let text = r#"{"steps":[{"id":"step_1","description":"x"}]}"#;
+        let reused = parse_plan_with(text, &taken, &done);
         assert_eq!(
-            parse_plan_with(text, &done),
+            reused,
             Err(PlanError::TakenId {
                 id: "step_1".into()
             })
         );
+        let text = r#"{"steps":[{"id":"step_3","description":"x","dependencies":["step_2"]}]}"#;
+        let unfinished = parse_plan_with(text, &taken, &done);
+        assert!(matches!(
+            unfinished,
+            Err(PlanError::UnfinishedDependency { .. })
+        ));
     }
 }

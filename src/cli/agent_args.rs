@@ -1,0 +1,88 @@
+//! The flags that bound each agent, shared by `spawn` and `run`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::UsageError;
+use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP};
+use crate::supervisor::ServeLimits;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Each agent")]
+pub struct AgentArgs {
+    /// Seconds before an agent is stopped (cancel, grace, kill); its work
+    /// and transcript so far are kept.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+
+    /// Seconds of silence from an agent (no protocol line, no model request
+    /// pending) after which it counts as hung; 0 turns the watchdog off.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub idle_timeout: u64,
+
+    /// Seconds between the cancel message and SIGKILL to the agent's
+    /// process group.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub kill_grace: u64,
+
+    /// Model turns before an agent must wrap up.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: u32,
+
+    /// Default timeout of one run_command, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub command_timeout: u64,
+
+    /// A directory of prompt overrides (see prompts/ for the names); files
+    /// missing there keep the built-in prompts.
+    #[arg(long, value_name = "DIR")]
+    pub prompts_dir: Option<PathBuf>,
+
+    /// The troupe-agent binary (default: the one next to troupe).
+    #[arg(long, value_name = "PATH", env = "TROUPE_AGENT_BIN")]
+    pub agent_bin: Option<PathBuf>,
+}
+
+impl AgentArgs {
+    pub fn serve_limits(&self) -> ServeLimits {
+        ServeLimits {
+            timeout: Duration::from_secs(self.timeout),
+            idle_timeout: (self.idle_timeout > 0).then(|| Duration::from_secs(self.idle_timeout)),
+            kill_grace: Duration::from_secs(self.kill_grace),
+            line_cap: DEFAULT_LINE_CAP,
+        }
+    }
+
+    /// The loop limits for the task file; `max_tokens` is per agent.
+    pub fn agent_limits(&self, max_tokens: Option<u64>) -> AgentLimits {
+        let idle = self.idle_timeout;
+        AgentLimits {
+            max_turns: self.max_turns,
+            max_tokens,
+            command_timeout_seconds: self.command_timeout.max(1),
+            heartbeat_seconds: if idle > 0 {
+                (idle / 3).clamp(1, 10)
+            } else {
+                10
+            },
+            ..AgentLimits::default()
+        }
+    }
+
+    /// The prompts directory as an absolute path (children run elsewhere).
+    pub fn prompts_dir(&self) -> Result<Option<PathBuf>, UsageError> {
+        self.prompts_dir
+            .as_ref()
+            .map(|dir| {
+                dir.canonicalize()
+                    .map_err(|e| UsageError(format!("--prompts-dir {}: {e}", dir.display())))
+            })
+            .transpose()
+    }
+
+    pub fn program(&self) -> Result<PathBuf, UsageError> {
+        super::agent_program(self.agent_bin.as_deref())
+    }
+}

@@ -1,0 +1,96 @@
+//! `troupe plan` (ask the Planner, print or save the plan) and `troupe
+//! validate` (check a plan file strictly).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::UsageError;
+use super::model_args::ModelArgs;
+use crate::llm::build_model;
+use crate::supervisor::plan::{Plan, parse_plan, render_tree};
+use crate::supervisor::team::Planner;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The goal, in words.
+    #[arg(
+        value_name = "GOAL",
+        required_unless_present = "goal_file",
+        conflicts_with = "goal_file"
+    )]
+    pub goal: Option<String>,
+
+    /// Read the goal from a file.
+    #[arg(long, value_name = "FILE")]
+    pub goal_file: Option<PathBuf>,
+
+    /// Write the plan here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// A directory of prompt overrides (planner.md).
+    #[arg(long, value_name = "DIR")]
+    pub prompts_dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The plan file.
+    #[arg(value_name = "PLAN")]
+    pub plan: PathBuf,
+}
+
+pub async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let model = build_model(&args.model.resolve()?).map_err(|e| UsageError(e.to_string()))?;
+    let goal = match (&args.goal, &args.goal_file) {
+        (Some(goal), _) => goal.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
+            UsageError(format!("cannot read the goal file {}: {e}", file.display()))
+        })?,
+        (None, None) => return Err(UsageError("give the goal or --goal-file".into()).into()),
+    };
+    let mut planner = Planner::new(model, args.prompts_dir.clone(), None);
+    let plan = match planner.plan(goal.trim()).await {
+        Ok(plan) => plan,
+        Err(failure) => {
+            eprintln!("troupe: the planner's plan is invalid: {}", failure.reason);
+            if !failure.answer.is_empty() {
+                eprintln!("its answer was:\n{}", failure.answer);
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    eprint!("{}", render_tree(&plan, |_| None));
+    let mut json = serde_json::to_string_pretty(&plan).context("cannot encode the plan")?;
+    json.push('\n');
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, json)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("plan written to {}", path.display());
+        }
+        None => print!("{json}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let plan = read_plan_file(&args.plan)?;
+    print!("{}", render_tree(&plan, |_| None));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A plan file, read and checked; an invalid one is a usage error that
+/// names the file and the reason.
+pub fn read_plan_file(path: &Path) -> Result<Plan, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read the plan {}: {e}", path.display())))?;
+    parse_plan(&text)
+        .map_err(|e| UsageError(format!("the plan {} is invalid: {e}", path.display())))
+}

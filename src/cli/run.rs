@@ -1,0 +1,142 @@
+//! `troupe run`: plan a goal (or take a plan) and run it as a team.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::UsageError;
+use super::agent_args::AgentArgs;
+use super::model_args::ModelArgs;
+use super::plan::read_plan_file;
+use crate::llm::build_model;
+use crate::supervisor::team::{AgentSettings, TeamConfig, TeamSettings, run_team};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The goal, in words; the Planner turns it into steps.
+    #[arg(value_name = "GOAL", conflicts_with = "goal_file")]
+    pub goal: Option<String>,
+
+    /// Read the goal from a file.
+    #[arg(long, value_name = "FILE")]
+    pub goal_file: Option<PathBuf>,
+
+    /// Run this plan (from `troupe plan`, or written by hand) instead of
+    /// asking the Planner; it is validated first.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+
+    /// The shared workspace (created if missing); the run's records go to
+    /// sub_agent_results/<run_id>/ inside.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+
+    /// Print the run's events on stdout as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show every agent's model turns and tool calls on stderr.
+    #[arg(long, short)]
+    pub verbose: bool,
+
+    #[command(flatten)]
+    pub team: TeamArgs,
+
+    #[command(flatten)]
+    pub agent: AgentArgs,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "The run")]
+pub struct TeamArgs {
+    /// Steps whose agents may run at the same time.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: u32,
+
+    /// Extra attempts of a step after a reviewer's rejection.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_retries: u32,
+
+    /// Times the Planner may plan the rest anew when under half the steps
+    /// completed; 0 disables replanning.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_replans: u32,
+
+    /// Let a step whose review failed twice (model error, crash, timeout)
+    /// count as done instead of failed.
+    #[arg(long)]
+    pub accept_unreviewed: bool,
+
+    /// Child processes the whole run may start.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub max_agents: u32,
+
+    /// Tokens the whole run may spend; once reached, no new agent starts.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+
+    /// Seconds of wall-clock for the whole run; then every agent is
+    /// stopped, partial results kept, exit code 124.
+    #[arg(long, value_name = "SECS")]
+    pub deadline: Option<u64>,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let model_config = args.model.resolve()?;
+    let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
+    let goal = match (&args.goal, &args.goal_file, &plan) {
+        (Some(goal), _, _) => goal.trim().to_string(),
+        (None, Some(file), _) => std::fs::read_to_string(file)
+            .map_err(|e| UsageError(format!("cannot read the goal file {}: {e}", file.display())))?
+            .trim()
+            .to_string(),
+        (None, None, Some(plan)) => plan.summary.clone(),
+        (None, None, None) => {
+            return Err(UsageError(
+                "give the goal (troupe run \"GOAL\"), --goal-file FILE or --plan FILE".into(),
+            )
+            .into());
+        }
+    };
+    if goal.is_empty() && plan.is_none() {
+        return Err(
+            UsageError("the goal is empty; say what the team should achieve".into()).into(),
+        );
+    }
+    std::fs::create_dir_all(&args.workspace)
+        .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+    let workspace = args
+        .workspace
+        .canonicalize()
+        .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+    let config = TeamConfig {
+        goal,
+        plan,
+        workspace,
+        agents: AgentSettings {
+            program: args.agent.program()?,
+            serve: args.agent.serve_limits(),
+            limits: args.agent.agent_limits(None),
+            prompts_dir: args.agent.prompts_dir()?,
+        },
+        team: TeamSettings {
+            max_parallel: args.team.max_parallel as usize,
+            max_retries: args.team.max_retries,
+            max_replans: args.team.max_replans,
+            accept_unreviewed: args.team.accept_unreviewed,
+            max_agents: args.team.max_agents,
+            max_tokens: args.team.max_tokens,
+            deadline: args.team.deadline.map(Duration::from_secs),
+            verbose: args.verbose,
+        },
+        json: args.json,
+    };
+    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let outcome = run_team(config, model).await?;
+    Ok(ExitCode::from(outcome.exit_code))
+}

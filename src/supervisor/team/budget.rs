@@ -1,0 +1,100 @@
+//! The run-wide limits: how many child processes a run may start and how
+//! many tokens it may spend. Every token passes through `counting`, the
+//! planner's included, so the total is the endpoint's own count.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::chat::Usage;
+use crate::llm::{BoxFuture, ChatModel, Completion, CompletionRequest, LlmError};
+
+pub struct Budget {
+    max_agents: u32,
+    max_tokens: Option<u64>,
+    agents: AtomicU32,
+    spent: Arc<Spent>,
+}
+
+#[derive(Default)]
+struct Spent {
+    prompt: AtomicU64,
+    completion: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(max_agents: u32, max_tokens: Option<u64>) -> Self {
+        Budget {
+            max_agents,
+            max_tokens,
+            agents: AtomicU32::new(0),
+            spent: Arc::default(),
+        }
+    }
+
+    /// Why no new agent may start, if that is so.
+    pub fn exhausted(&self) -> Option<String> {
+        if self.agents.load(Ordering::Relaxed) >= self.max_agents {
+            return Some(format!(
+                "the run started its {} agents (--max-agents); no new agent starts",
+                self.max_agents
+            ));
+        }
+        let total = self.spent.total.load(Ordering::Relaxed);
+        match self.max_tokens {
+            Some(max) if total >= max => Some(format!(
+                "the run spent {total} tokens of its {max} (--max-tokens); no new agent starts"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Counts one more agent, or says why it may not start.
+    pub fn admit(&self) -> Result<(), String> {
+        if let Some(why) = self.exhausted() {
+            return Err(why);
+        }
+        self.agents.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn agents(&self) -> u32 {
+        self.agents.load(Ordering::Relaxed)
+    }
+
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt: self.spent.prompt.load(Ordering::Relaxed),
+            completion: self.spent.completion.load(Ordering::Relaxed),
+            total: self.spent.total.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `model`, counting every token it spends against this budget.
+    pub fn counting(&self, model: Arc<dyn ChatModel>) -> Arc<dyn ChatModel> {
+        Arc::new(Counting {
+            inner: model,
+            spent: Arc::clone(&self.spent),
+        })
+    }
+}
+
+struct Counting {
+    inner: Arc<dyn ChatModel>,
+    spent: Arc<Spent>,
+}
+
+impl ChatModel for Counting {
+    fn complete(&self, request: CompletionRequest) -> BoxFuture<'_, Result<Completion, LlmError>> {
+        Box::pin(async move {
+            let completion = self.inner.complete(request).await?;
+            let usage = completion.usage;
+            self.spent.prompt.fetch_add(usage.prompt, Ordering::Relaxed);
+            self.spent
+                .completion
+                .fetch_add(usage.completion, Ordering::Relaxed);
+            self.spent.total.fetch_add(usage.total, Ordering::Relaxed);
+            Ok(completion)
+        })
+    }
+}

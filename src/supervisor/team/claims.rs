@@ -1,0 +1,83 @@
+//! What the parent checks of a worker's claims before the review: a
+//! fabricated success is caught even when the model is fooled, because the
+//! parent looks at the disk and at the tool calls it relayed, not at what
+//! the worker says.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::record::AgentRecord;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claims {
+    pub success_claimed: bool,
+    /// The deliverables the worker listed, workspace-relative.
+    pub listed: Vec<String>,
+    /// Those of them that are not on disk.
+    pub missing: Vec<String>,
+    /// Successful calls that changed the workspace or ran something.
+    pub changing_calls: u32,
+    /// Success claimed with nothing to show for it.
+    pub suspicious: bool,
+}
+
+pub fn check(workspace: &Path, worker: &AgentRecord) -> Claims {
+    let success_claimed = worker.success_claimed;
+    let listed = worker.deliverables_files.clone();
+    let missing: Vec<String> = listed
+        .iter()
+        .filter(|file| !workspace.join(file).exists())
+        .cloned()
+        .collect();
+    let suspicious = success_claimed && (worker.changing_calls == 0 || !missing.is_empty());
+    Claims {
+        success_claimed,
+        listed,
+        missing,
+        changing_calls: worker.changing_calls,
+        suspicious,
+    }
+}
+
+impl Claims {
+    /// The check in words, for the reviewer's brief.
+    pub fn describe(&self) -> String {
+        let mut lines = Vec::new();
+        if self.listed.is_empty() {
+            lines.push("The worker lists no deliverable files.".to_string());
+        } else {
+            let files: Vec<String> = self
+                .listed
+                .iter()
+                .map(|f| {
+                    let state = if self.missing.contains(f) {
+                        "MISSING"
+                    } else {
+                        "exists"
+                    };
+                    format!("{f} ({state})")
+                })
+                .collect();
+            lines.push(format!("The worker lists: {}.", files.join(", ")));
+        }
+        if self.changing_calls == 0 {
+            lines.push(
+                "It made no successful call that changes anything (write_file, edit_file, run_command)."
+                    .to_string(),
+            );
+        } else {
+            lines.push(format!(
+                "It made {} successful calls that change files or run commands.",
+                self.changing_calls
+            ));
+        }
+        if self.suspicious {
+            lines.push(
+                "WARNING: it claims success, but the evidence above does not support that. Verify everything yourself."
+                    .to_string(),
+            );
+        }
+        lines.join("\n")
+    }
+}

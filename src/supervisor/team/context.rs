@@ -1,0 +1,84 @@
+//! What every step of a run shares: the settings, the model, the records,
+//! the budget and the stop signal.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::budget::Budget;
+use super::recorder::Recorder;
+use crate::llm::ChatModel;
+use crate::protocol::AgentLimits;
+use crate::signal::StopSignal;
+use crate::supervisor::events::{AgentEvent, EventSink};
+use crate::supervisor::{Progress, ServeLimits};
+
+/// How each agent of the run is started and bounded.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The `troupe-agent` binary.
+    pub program: PathBuf,
+    pub serve: ServeLimits,
+    pub limits: AgentLimits,
+    pub prompts_dir: Option<PathBuf>,
+}
+
+/// The run's own rules.
+#[derive(Debug, Clone, Serialize)]
+pub struct TeamSettings {
+    pub max_parallel: usize,
+    pub max_retries: u32,
+    pub max_replans: u32,
+    pub accept_unreviewed: bool,
+    pub max_agents: u32,
+    pub max_tokens: Option<u64>,
+    #[serde(serialize_with = "seconds")]
+    pub deadline: Option<Duration>,
+    /// Show every agent's tool calls and model turns on stderr.
+    pub verbose: bool,
+}
+
+fn seconds<S: serde::Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(d) => s.serialize_u64(d.as_secs()),
+        None => s.serialize_none(),
+    }
+}
+
+pub struct RunContext {
+    pub goal: String,
+    pub workspace: PathBuf,
+    pub run_dir: PathBuf,
+    pub agents: AgentSettings,
+    pub team: TeamSettings,
+    /// The model, counting against the budget.
+    pub model: Arc<dyn ChatModel>,
+    pub recorder: Recorder,
+    pub budget: Budget,
+    pub stop: StopSignal,
+    pub lines: AgentLines,
+}
+
+impl RunContext {
+    /// A path as the records show it: relative to the workspace.
+    pub fn show(&self, path: &std::path::Path) -> String {
+        crate::protocol::display_in(&self.workspace, path)
+    }
+}
+
+/// Agent-level progress during a run: every line with `--verbose`,
+/// otherwise only warnings, so parallel steps stay readable.
+pub struct AgentLines {
+    pub progress: Progress,
+    pub verbose: bool,
+}
+
+impl EventSink for AgentLines {
+    fn event(&self, agent: &str, event: AgentEvent<'_>) {
+        if self.verbose || matches!(event, AgentEvent::Warning { .. }) {
+            self.progress.event(agent, event);
+        }
+    }
+}

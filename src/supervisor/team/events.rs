@@ -1,0 +1,278 @@
+//! The events of a team run: one JSON line each in `events.jsonl` (and on
+//! stdout with `--json`), and one human line each on stderr.
+
+use serde::Serialize;
+
+use super::record::RunStatus;
+use crate::chat::Usage;
+use crate::protocol::AgentStatus;
+use crate::text::excerpt;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        goal: String,
+        run_dir: String,
+    },
+    /// A plan (round 0) or replan (round n) was accepted; `file` holds it.
+    PlanReady {
+        round: u32,
+        summary: String,
+        steps: usize,
+        levels: usize,
+        file: String,
+    },
+    /// The planner's answer was not a valid plan; `saved` holds its text.
+    PlanInvalid {
+        round: u32,
+        reason: String,
+        saved: String,
+    },
+    /// A worker started on an attempt of a step.
+    StepStarted {
+        step: String,
+        attempt: u32,
+        dir: String,
+    },
+    WorkerFinished {
+        step: String,
+        attempt: u32,
+        status: AgentStatus,
+        summary: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        seconds: f64,
+    },
+    /// The parent's check of what the worker claims.
+    ClaimsChecked {
+        step: String,
+        attempt: u32,
+        listed: usize,
+        missing: Vec<String>,
+        changing_calls: u32,
+        suspicious: bool,
+    },
+    ReviewStarted {
+        step: String,
+        attempt: u32,
+        review: u32,
+        dir: String,
+    },
+    ReviewApproved {
+        step: String,
+        attempt: u32,
+        summary: String,
+        seconds: f64,
+    },
+    ReviewRejected {
+        step: String,
+        attempt: u32,
+        summary: String,
+        issues: Vec<String>,
+        suggestions: Vec<String>,
+        retry: bool,
+        seconds: f64,
+    },
+    /// The review itself failed (model error, crash, timeout, no verdict).
+    ReviewFailed {
+        step: String,
+        attempt: u32,
+        review: u32,
+        reason: String,
+        seconds: f64,
+    },
+    /// The worker goes again with the reviewer's feedback.
+    StepRetry {
+        step: String,
+        attempt: u32,
+    },
+    StepCompleted {
+        step: String,
+        attempts: u32,
+        seconds: f64,
+    },
+    StepFailed {
+        step: String,
+        attempts: u32,
+        reason: String,
+        seconds: f64,
+    },
+    /// Both reviews failed; `accepted` when the run accepts unreviewed
+    /// steps (the step then counts as done).
+    StepUnreviewed {
+        step: String,
+        accepted: bool,
+        reason: String,
+        seconds: f64,
+    },
+    StepSkipped {
+        step: String,
+        reason: String,
+    },
+    Replanning {
+        round: u32,
+        reason: String,
+    },
+    /// A replan took the place of these steps.
+    StepsReplaced {
+        round: u32,
+        steps: Vec<String>,
+    },
+    /// A run-wide limit stopped new agents from starting.
+    LimitReached {
+        limit: String,
+        reason: String,
+    },
+    RunFinished {
+        status: RunStatus,
+        exit_code: u8,
+        completed: usize,
+        failed: usize,
+        skipped: usize,
+        unreviewed: usize,
+        seconds: f64,
+        token_usage: Usage,
+    },
+}
+
+impl RunEvent {
+    /// The line a person reads on stderr, or `None` for events shown some
+    /// other way (the plan tree, the summary table).
+    pub fn human_line(&self) -> Option<String> {
+        let line = match self {
+            RunEvent::RunStarted {
+                run_id, run_dir, ..
+            } => format!("run {run_id}: results in {run_dir}"),
+            RunEvent::PlanReady { .. } | RunEvent::RunFinished { .. } => return None,
+            RunEvent::PlanInvalid { reason, saved, .. } => {
+                format!("the plan is invalid: {reason} (the planner's answer is in {saved})")
+            }
+            RunEvent::StepStarted { step, attempt, .. } => {
+                format!("{step}  started (attempt {attempt})")
+            }
+            RunEvent::WorkerFinished {
+                step,
+                attempt,
+                status,
+                summary,
+                error,
+                seconds,
+            } => {
+                let said = error.as_deref().unwrap_or(summary);
+                format!(
+                    "{step}  worker {attempt} {status} in {seconds:.1} s: {}",
+                    excerpt(said, 120)
+                )
+            }
+            RunEvent::ClaimsChecked {
+                step,
+                missing,
+                changing_calls,
+                suspicious,
+                ..
+            } => {
+                if !suspicious {
+                    return None;
+                }
+                let mut why = Vec::new();
+                if *changing_calls == 0 {
+                    why.push("claims success without changing anything".to_string());
+                }
+                if !missing.is_empty() {
+                    why.push(format!("lists missing files: {}", missing.join(", ")));
+                }
+                format!("{step}  claims check: the worker {}", why.join("; "))
+            }
+            RunEvent::ReviewStarted { step, review, .. } => {
+                if *review == 1 {
+                    format!("{step}  reviewing")
+                } else {
+                    format!("{step}  reviewing again")
+                }
+            }
+            RunEvent::ReviewApproved {
+                step,
+                summary,
+                seconds,
+                ..
+            } => {
+                format!(
+                    "{step}  approved in {seconds:.1} s: {}",
+                    excerpt(summary, 120)
+                )
+            }
+            RunEvent::ReviewRejected {
+                step,
+                issues,
+                summary,
+                ..
+            } => {
+                let first = issues.first().unwrap_or(summary);
+                format!("{step}  rejected: {}", excerpt(first, 160))
+            }
+            RunEvent::ReviewFailed {
+                step,
+                review,
+                reason,
+                ..
+            } => {
+                let next = if *review == 1 {
+                    "trying once more"
+                } else {
+                    "giving up"
+                };
+                format!("{step}  review failed ({next}): {}", excerpt(reason, 160))
+            }
+            RunEvent::StepRetry { step, attempt } => {
+                format!("{step}  retry: attempt {attempt} with the reviewer's feedback")
+            }
+            RunEvent::StepCompleted {
+                step,
+                attempts,
+                seconds,
+            } => {
+                let tries = if *attempts == 1 {
+                    "1 attempt".to_string()
+                } else {
+                    format!("{attempts} attempts")
+                };
+                format!("{step}  completed after {tries} ({seconds:.1} s)")
+            }
+            RunEvent::StepFailed {
+                step,
+                reason,
+                seconds,
+                ..
+            } => {
+                format!(
+                    "{step}  failed after {seconds:.1} s: {}",
+                    excerpt(reason, 160)
+                )
+            }
+            RunEvent::StepUnreviewed {
+                step,
+                accepted,
+                reason,
+                ..
+            } => {
+                let verdict = if *accepted {
+                    "accepted unreviewed"
+                } else {
+                    "unreviewed, so failed"
+                };
+                format!("{step}  {verdict}: {}", excerpt(reason, 160))
+            }
+            RunEvent::StepSkipped { step, reason } => format!("{step}  skipped: {reason}"),
+            RunEvent::Replanning { round, reason } => {
+                format!("replanning (round {round}): {reason}")
+            }
+            RunEvent::StepsReplaced { round, steps } => {
+                format!("replan {round} replaces {}", steps.join(", "))
+            }
+            RunEvent::LimitReached { reason, .. } => format!("limit reached: {reason}"),
+        };
+        Some(line)
+    }
+}

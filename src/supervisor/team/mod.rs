@@ -1,0 +1,244 @@
+//! Team runs (`troupe run`): plan a goal, then run every step as a Worker
+//! child and a Reviewer child, scheduled eagerly over the plan's DAG.
+//!
+//! Everything lands in `<workspace>/sub_agent_results/<run_id>/`:
+//! `plan.json`, `run.json` (current at every change), `events.jsonl`, the
+//! planner's transcript in `planner/`, and per step one directory for each
+//! worker attempt (`worker-N`) and each review (`review-N`).
+
+mod briefs;
+mod budget;
+mod claims;
+mod context;
+mod events;
+mod planner;
+mod record;
+mod recorder;
+mod scheduler;
+mod step;
+mod summary;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chrono::Utc;
+
+pub use self::context::{AgentSettings, TeamSettings};
+pub use self::planner::{PlanFailure, Planner};
+pub use self::record::{RunRecord, RunStatus, StepStatus};
+
+use self::budget::Budget;
+use self::context::{AgentLines, RunContext};
+use self::events::RunEvent;
+use self::record::{StepRecord, Totals};
+use self::recorder::Recorder;
+use super::Progress;
+use super::plan::{Plan, levels, render_tree};
+use crate::fsutil::write_json_atomic;
+use crate::llm::ChatModel;
+use crate::protocol::display_in;
+use crate::signal::StopSignal;
+
+pub struct TeamConfig {
+    pub goal: String,
+    /// A plan given with `--plan`; otherwise the Planner makes one.
+    pub plan: Option<Plan>,
+    /// Canonical path of the workspace.
+    pub workspace: PathBuf,
+    pub agents: AgentSettings,
+    pub team: TeamSettings,
+    /// Print the event stream on stdout.
+    pub json: bool,
+}
+
+pub struct TeamOutcome {
+    pub exit_code: u8,
+    pub run_dir: PathBuf,
+}
+
+/// Exit codes (SPEC section 4).
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_INVALID_PLAN: u8 = 2;
+pub const EXIT_DEADLINE: u8 = 124;
+
+pub async fn run_team(
+    config: TeamConfig,
+    model: Arc<dyn ChatModel>,
+) -> std::io::Result<TeamOutcome> {
+    let run_id = new_run_id();
+    let run_dir = config.workspace.join("sub_agent_results").join(&run_id);
+    std::fs::create_dir_all(&run_dir)?;
+    let budget = Budget::new(config.team.max_agents, config.team.max_tokens);
+    let model = budget.counting(model);
+    let record = RunRecord {
+        run_id: run_id.clone(),
+        goal: config.goal.clone(),
+        status: RunStatus::Planning,
+        reason: None,
+        workspace: config.workspace.display().to_string(),
+        run_dir: display_in(&config.workspace, &run_dir),
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+        completed_at: None,
+        plan_summary: String::new(),
+        replans: 0,
+        steps: Vec::new(),
+        totals: Totals::default(),
+        settings: serde_json::to_value(&config.team).unwrap_or_default(),
+    };
+    let recorder = Recorder::create(&run_dir, record, config.json)?;
+    let verbose = config.team.verbose;
+    let ctx = RunContext {
+        goal: config.goal.clone(),
+        workspace: config.workspace.clone(),
+        run_dir: run_dir.clone(),
+        agents: config.agents,
+        team: config.team,
+        model,
+        recorder,
+        budget,
+        stop: StopSignal::default(),
+        lines: AgentLines {
+            progress: Progress::stderr(),
+            verbose,
+        },
+    };
+    let event = RunEvent::RunStarted {
+        run_id,
+        goal: ctx.goal.clone(),
+        run_dir: ctx.show(&run_dir),
+    };
+    ctx.recorder.emit(event, |_| {});
+
+    let mut planner = Planner::new(
+        ctx.model.clone(),
+        ctx.agents.prompts_dir.clone(),
+        Some(run_dir.join("planner").join("conversations.json")),
+    );
+    let plan = match config.plan {
+        Some(plan) => plan,
+        None => match planner.plan(&ctx.goal).await {
+            Ok(plan) => plan,
+            Err(failure) => return Ok(invalid_plan(&ctx, failure)),
+        },
+    };
+    start(&ctx, &plan)?;
+    if let Some(deadline) = ctx.team.deadline {
+        let stop = ctx.stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(deadline).await;
+            stop.trigger(format!(
+                "the run's deadline of {} s passed (--deadline)",
+                deadline.as_secs()
+            ));
+        });
+    }
+    scheduler::schedule(&ctx, &mut planner).await;
+    Ok(finish(&ctx))
+}
+
+/// Records the plan and prints it.
+fn start(ctx: &RunContext, plan: &Plan) -> std::io::Result<()> {
+    let file = ctx.run_dir.join("plan.json");
+    write_json_atomic(&file, plan)?;
+    let event = RunEvent::PlanReady {
+        round: 0,
+        summary: plan.summary.clone(),
+        steps: plan.steps.len(),
+        levels: levels(plan).len(),
+        file: ctx.show(&file),
+    };
+    ctx.recorder.emit(event, |run| {
+        run.status = RunStatus::Running;
+        run.plan_summary = plan.summary.clone();
+        run.steps = plan.steps.iter().map(|s| StepRecord::new(s, 0)).collect();
+    });
+    eprint!("{}", render_tree(plan, |_| None));
+    Ok(())
+}
+
+fn invalid_plan(ctx: &RunContext, failure: PlanFailure) -> TeamOutcome {
+    let saved = ctx.run_dir.join("planner").join("invalid-plan.txt");
+    let _ = std::fs::create_dir_all(ctx.run_dir.join("planner"));
+    let _ = std::fs::write(&saved, &failure.answer);
+    let reason = format!("the planner's plan is invalid: {}", failure.reason);
+    let event = RunEvent::PlanInvalid {
+        round: 0,
+        reason: failure.reason,
+        saved: ctx.show(&saved),
+    };
+    ctx.recorder.emit(event, |run| {
+        run.status = RunStatus::Failed;
+        run.reason = Some(reason);
+        run.completed_at = Some(Utc::now());
+    });
+    TeamOutcome {
+        exit_code: EXIT_INVALID_PLAN,
+        run_dir: ctx.run_dir.clone(),
+    }
+}
+
+/// The run's status and exit code, recorded and shown.
+fn finish(ctx: &RunContext) -> TeamOutcome {
+    let accept = ctx.team.accept_unreviewed;
+    let all_done = ctx
+        .recorder
+        .with(|run| {
+            run.steps.iter().all(|s| {
+                matches!(s.status, StepStatus::Completed | StepStatus::Replaced)
+                    || (accept && s.status == StepStatus::Unreviewed)
+            })
+        })
+        .unwrap_or(false);
+    let (status, exit_code) = match (ctx.stop.reason(), all_done) {
+        (Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
+        (None, true) => (RunStatus::Completed, 0),
+        (None, false) => (RunStatus::Failed, EXIT_FAILED),
+    };
+    let usage = ctx.budget.usage();
+    let agents = ctx.budget.agents();
+    let seconds = crate::protocol::round_seconds(ctx.recorder.elapsed_seconds());
+    ctx.recorder.update(|run| {
+        run.status = status;
+        run.completed_at = Some(Utc::now());
+        run.totals.token_usage = usage;
+        run.totals.agents = agents;
+        run.totals.runtime_seconds = seconds;
+        if status == RunStatus::Failed && run.reason.is_none() {
+            run.reason = Some(format!(
+                "{} failed, {} skipped, {} unreviewed",
+                run.totals.failed, run.totals.skipped, run.totals.unreviewed
+            ));
+        }
+    });
+    let totals = ctx
+        .recorder
+        .with(|run| run.totals.clone())
+        .unwrap_or_default();
+    let event = RunEvent::RunFinished {
+        status,
+        exit_code,
+        completed: totals.completed,
+        failed: totals.failed,
+        skipped: totals.skipped,
+        unreviewed: totals.unreviewed,
+        seconds,
+        token_usage: usage,
+    };
+    ctx.recorder.emit(event, |_| {});
+    if let Some(table) = ctx.recorder.with(summary::summary_table) {
+        eprint!("{table}");
+    }
+    TeamOutcome {
+        exit_code,
+        run_dir: ctx.run_dir.clone(),
+    }
+}
+
+/// `run_<UTC time>_<4 hex digits>`: sortable, and distinct for runs started
+/// in the same second.
+fn new_run_id() -> String {
+    let now = Utc::now();
+    let noise = (now.timestamp_subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("run_{}_{noise:04x}", now.format("%Y%m%dT%H%M%SZ"))
+}

@@ -1,0 +1,142 @@
+//! The Planner: a model conversation in the parent, with no tools. Goal in,
+//! plan out; later, failures in, a plan for the rest out. The conversation
+//! continues across replans so the planner sees what it planned before,
+//! and it is kept as a transcript like any agent's.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::chat::{Message, Usage};
+use crate::llm::{AgentKey, ChatModel, CompletionRequest};
+use crate::prompts::{Prompt, render};
+use crate::protocol::{AgentId, AgentRole, AgentStats, AgentStatus};
+use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with};
+use crate::transcript::Conversation;
+
+/// Why no plan came back, and what the planner said instead.
+#[derive(Debug)]
+pub struct PlanFailure {
+    pub reason: String,
+    pub answer: String,
+}
+
+pub struct Planner {
+    model: Arc<dyn ChatModel>,
+    prompts_dir: Option<PathBuf>,
+    conversation: Conversation,
+    /// Where the conversation is kept, when it is.
+    transcript: Option<PathBuf>,
+}
+
+impl Planner {
+    pub fn new(
+        model: Arc<dyn ChatModel>,
+        prompts_dir: Option<PathBuf>,
+        transcript: Option<PathBuf>,
+    ) -> Self {
+        Planner {
+            model,
+            prompts_dir,
+            conversation: Conversation::new(
+                AgentId::new("planner"),
+                "planner".to_string(),
+                AgentRole::Planner,
+                "plan the run".to_string(),
+            ),
+            transcript,
+        }
+    }
+
+    pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
+        let system = self.prompt(Prompt::Planner)?;
+        self.conversation
+            .messages
+            .push(Message::system(render(&system, &[])));
+        let answer = self.ask(format!("Goal: {goal}")).await?;
+        parse_plan(&answer).map_err(|e| PlanFailure {
+            reason: e.to_string(),
+            answer,
+        })
+    }
+
+    /// A plan for the rest of the work, after `failed`; `completed` lists
+    /// what stays. `taken` and `done` are the run's step ids and the
+    /// completed ones.
+    pub async fn replan(
+        &mut self,
+        failed: &str,
+        completed: &str,
+        taken: &HashSet<String>,
+        done: &HashSet<String>,
+    ) -> Result<Plan, PlanFailure> {
+        let template = self.prompt(Prompt::Replan)?;
+        let question = render(&template, &[("failed", failed), ("completed", completed)]);
+        let answer = self.ask(question).await?;
+        parse_plan_with(&answer, taken, done).map_err(|e| PlanFailure {
+            reason: e.to_string(),
+            answer,
+        })
+    }
+
+    async fn ask(&mut self, question: String) -> Result<String, PlanFailure> {
+        self.conversation.messages.push(Message::user(question));
+        let request = CompletionRequest {
+            agent: AgentKey {
+                role: "planner".to_string(),
+                step: None,
+                attempt: None,
+            },
+            messages: self.conversation.messages.clone(),
+            tools: Vec::new(),
+        };
+        let result = self.model.complete(request).await;
+        let answer = match result {
+            Ok(completion) => {
+                let text = completion.message.text().to_string();
+                self.conversation.messages.push(completion.message);
+                self.add_usage(completion.usage);
+                text
+            }
+            Err(e) => {
+                self.conversation.error = Some(e.to_string());
+                self.save(AgentStatus::Error);
+                return Err(PlanFailure {
+                    reason: format!("the planner's model failed: {e}"),
+                    answer: String::new(),
+                });
+            }
+        };
+        self.save(AgentStatus::Completed);
+        Ok(answer)
+    }
+
+    fn add_usage(&mut self, usage: Usage) {
+        let stats: &mut AgentStats = &mut self.conversation.stats;
+        stats.token_usage.add(usage);
+    }
+
+    fn prompt(&self, prompt: Prompt) -> Result<String, PlanFailure> {
+        prompt
+            .load(self.prompts_dir.as_deref())
+            .map_err(|e| PlanFailure {
+                reason: e.to_string(),
+                answer: String::new(),
+            })
+    }
+
+    fn save(&mut self, status: AgentStatus) {
+        let Some(path) = &self.transcript else { return };
+        self.conversation.status = status;
+        self.conversation.completed_at = Some(chrono::Utc::now());
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = crate::fsutil::write_json_atomic(path, &self.conversation) {
+            eprintln!(
+                "troupe: cannot write the planner's transcript {}: {e}",
+                path.display()
+            );
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `run.json`: the state of one team run, kept current while it runs.
+//!
+//! Every step with its status, every attempt with the directories of its
+//! worker and reviews, verdicts, timings and tokens. Only the recorder
+//! writes it, atomically, after every change.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::claims::Claims;
+use crate::chat::Usage;
+use crate::protocol::{AgentStats, AgentStatus, VerdictReport};
+use crate::supervisor::plan::Step;
+use crate::timefmt::{rfc3339, rfc3339_opt};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    /// Its worker is at work.
+    Running,
+    /// Its worker finished; a reviewer is checking.
+    Reviewing,
+    /// Approved by a reviewer.
+    Completed,
+    Failed,
+    /// Not run: something it depends on did not complete, or the run
+    /// stopped first.
+    Skipped,
+    /// The review itself failed twice; fails the step unless the run
+    /// accepts unreviewed steps.
+    Unreviewed,
+    /// Dropped by a replan, which planned the rest of the work anew.
+    Replaced,
+}
+
+impl StepStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::Running => "running",
+            StepStatus::Reviewing => "reviewing",
+            StepStatus::Completed => "completed",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Unreviewed => "unreviewed",
+            StepStatus::Replaced => "replaced",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Planning,
+    Running,
+    /// Every step completed and approved (or accepted unreviewed).
+    Completed,
+    /// Some step failed or was skipped, a limit was reached, or the plan
+    /// was invalid.
+    Failed,
+    DeadlineExceeded,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Planning => "planning",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub goal: String,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub workspace: String,
+    pub run_dir: String,
+    #[serde(with = "rfc3339")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "rfc3339")]
+    pub updated_at: DateTime<Utc>,
+    #[serde(default, with = "rfc3339_opt")]
+    pub completed_at: Option<DateTime<Utc>>,
+    pub plan_summary: String,
+    pub replans: u32,
+    pub steps: Vec<StepRecord>,
+    pub totals: Totals,
+    pub settings: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub id: String,
+    pub description: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub dependencies: Vec<String>,
+    /// 0 for the first plan, n for the n-th replan.
+    pub round: u32,
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub attempts: Vec<AttemptRecord>,
+    #[serde(default, with = "rfc3339_opt")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, with = "rfc3339_opt")]
+    pub completed_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub duration_seconds: Option<f64>,
+    pub stats: StepStats,
+}
+
+impl StepRecord {
+    pub fn new(step: &Step, round: u32) -> Self {
+        StepRecord {
+            id: step.id.clone(),
+            description: step.description.clone(),
+            kind: step.kind.clone(),
+            dependencies: step.dependencies.clone(),
+            round,
+            status: StepStatus::Pending,
+            reason: None,
+            attempts: Vec::new(),
+            started_at: None,
+            completed_at: None,
+            duration_seconds: None,
+            stats: StepStats::default(),
+        }
+    }
+
+    /// The attempt with this number, created when new.
+    pub fn attempt_mut(&mut self, attempt: u32) -> &mut AttemptRecord {
+        let index = self.attempts.iter().position(|a| a.attempt == attempt);
+        match index {
+            Some(i) => &mut self.attempts[i],
+            None => {
+                self.attempts.push(AttemptRecord {
+                    attempt,
+                    worker: None,
+                    claims: None,
+                    reviews: Vec::new(),
+                });
+                let last = self.attempts.len() - 1;
+                &mut self.attempts[last]
+            }
+        }
+    }
+
+    /// The last approved (or accepted) worker's report, for dependents.
+    pub fn delivered(&self) -> Option<&AgentRecord> {
+        self.attempts.last().and_then(|a| a.worker.as_ref())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub worker: Option<AgentRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Claims>,
+    pub reviews: Vec<AgentRecord>,
+}
+
+/// One worker or reviewer of a step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// Its directory, relative to the workspace.
+    pub dir: String,
+    pub status: AgentStatus,
+    pub summary: String,
+    #[serde(default)]
+    pub deliverables_files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub stats: AgentStats,
+    /// A worker's `finish_task` said it succeeded.
+    #[serde(default)]
+    pub success_claimed: bool,
+    /// Successful tool calls that changed the workspace or ran something.
+    #[serde(default)]
+    pub changing_calls: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StepStats {
+    pub agents: u32,
+    pub runtime_seconds: f64,
+    pub token_usage: Usage,
+}
+
+impl StepStats {
+    pub fn add(&mut self, stats: &AgentStats) {
+        self.agents += 1;
+        self.runtime_seconds =
+            crate::protocol::round_seconds(self.runtime_seconds + stats.runtime_seconds);
+        self.token_usage.add(stats.token_usage);
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Totals {
+    pub steps: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub unreviewed: usize,
+    pub replaced: usize,
+    pub agents: u32,
+    /// Every token of the run, the planner's included.
+    pub token_usage: Usage,
+    pub runtime_seconds: f64,
+}
+
+impl RunRecord {
+    pub fn step(&self, id: &str) -> Option<&StepRecord> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub fn step_mut(&mut self, id: &str) -> Option<&mut StepRecord> {
+        self.steps.iter_mut().find(|s| s.id == id)
+    }
+
+    /// The step counts, from the steps themselves.
+    pub fn recount(&mut self) {
+        let count = |status| self.steps.iter().filter(|s| s.status == status).count();
+        let totals = Totals {
+            steps: self
+                .steps
+                .iter()
+                .filter(|s| s.status != StepStatus::Replaced)
+                .count(),
+            completed: count(StepStatus::Completed),
+            failed: count(StepStatus::Failed),
+            skipped: count(StepStatus::Skipped),
+            unreviewed: count(StepStatus::Unreviewed),
+            replaced: count(StepStatus::Replaced),
+            ..self.totals.clone()
+        };
+        self.totals = totals;
+    }
+}

@@ -1,0 +1,60 @@
+//! The table a person reads when a run ends: each step's status, attempts,
+//! duration and tokens, and the totals.
+
+use super::record::{RunRecord, StepStatus};
+
+pub fn summary_table(run: &RunRecord) -> String {
+    let rows: Vec<[String; 5]> = run
+        .steps
+        .iter()
+        .filter(|s| s.status != StepStatus::Replaced)
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.status.as_str().to_string(),
+                s.attempts.len().to_string(),
+                s.duration_seconds
+                    .map(|d| format!("{d:.1} s"))
+                    .unwrap_or_else(|| "-".to_string()),
+                s.stats.token_usage.total.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["step", "status", "attempts", "duration", "tokens"].map(str::to_string);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 5]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:width$}"))
+            .collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    let mut out = String::from("\n");
+    out.push_str(&line(&header));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    let t = &run.totals;
+    out.push_str(&format!(
+        "\nrun {}: {} of {} steps completed, {} failed, {} skipped, {} unreviewed; {} agents, {} tokens, {:.1} s\n",
+        run.status.as_str(),
+        t.completed,
+        t.steps,
+        t.failed,
+        t.skipped,
+        t.unreviewed,
+        t.agents,
+        t.token_usage.total,
+        t.runtime_seconds
+    ));
+    if let Some(reason) = &run.reason {
+        out.push_str(&format!("  {reason}\n"));
+    }
+    out
+}
