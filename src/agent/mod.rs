@@ -200,6 +200,7 @@ fn report(
         }
         LoopEnd::Verdict(verdict) => {
             let sealed = transcript.finish(AgentStatus::Completed, None, None);
+            out.send(&FromChild::Stats(stats));
             out.send(&FromChild::Verdict(verdict));
             (sealed, ExitCode::SUCCESS)
         }
@@ -214,6 +215,7 @@ fn report(
         }
         LoopEnd::Failed { error } => {
             let sealed = transcript.finish(AgentStatus::Error, None, Some(error.clone()));
+            out.send(&FromChild::Stats(stats));
             out.send(&FromChild::Error { message: error });
             (sealed, ExitCode::FAILURE)
         }

@@ -11,6 +11,7 @@ mod common;
 mod fake_children;
 mod http_client;
 mod spawn_result;
+mod team;
 mod timeouts;
 mod tool_fence;
 mod tools;

@@ -329,7 +329,10 @@ fn agent_record(run: &AgentRun) -> AgentRecord {
     AgentRecord {
         dir: result.deliverables_dir.clone(),
         status: result.status,
-        summary: result.result_summary.clone(),
+        summary: match &run.outcome.verdict {
+            Some(verdict) => verdict.summary.clone(),
+            None => result.result_summary.clone(),
+        },
         deliverables_files: result.deliverables_files.clone(),
         verdict: run.outcome.verdict.clone(),
         error: result.error.clone(),

@@ -1,0 +1,88 @@
+//! Run-wide limits: the deadline, the agent count, the token budget.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
+use crate::common::Sandbox;
+
+#[test]
+fn the_deadline_stops_every_agent_and_exits_124() {
+    let sandbox = Sandbox::new();
+    let slow = vec![
+        json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "early.txt", "content": "kept"}}]}),
+        json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 60"}}]}),
+    ];
+    let rules = vec![
+        planner(json!([step("slow", &[]), step("later", &["slow"])])),
+        worker_rule("slow", slow),
+        worker_rule("later", worker_writes("later", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--deadline", "2", "--kill-grace", "1"]);
+    assert_eq!(team.run.code, 124, "stderr:\n{}", team.run.stderr);
+    assert!(
+        team.run.elapsed < Duration::from_secs(40),
+        "{:?}",
+        team.run.elapsed
+    );
+    let record = team.record();
+    assert_eq!(record["status"], "deadline_exceeded");
+    assert!(record["reason"].as_str().unwrap().contains("deadline"));
+    let slow = team.step("slow");
+    assert_eq!(slow["status"], "failed");
+    assert_eq!(slow["attempts"][0]["worker"]["status"], "terminated");
+    assert_eq!(team.step("later")["status"], "skipped");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("early.txt")).unwrap(),
+        "kept"
+    );
+    let transcript =
+        crate::common::read_json(&team.dir.join("slow/worker-1/.subagent/conversations.json"));
+    assert_eq!(transcript["status"], "terminated");
+}
+
+#[test]
+fn max_agents_stops_new_agents() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-agents", "2"]);
+    assert_eq!(team.run.code, 1);
+    assert_eq!(team.step("a")["status"], "completed");
+    assert_eq!(team.step("b")["status"], "skipped");
+    assert!(
+        team.record()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--max-agents")
+    );
+    assert_eq!(team.events_of("limit_reached").len(), 1);
+    assert_eq!(team.record()["totals"]["agents"], 2);
+}
+
+#[test]
+fn the_token_budget_stops_new_agents() {
+    let sandbox = Sandbox::new();
+    let costly = vec![
+        json!({"usage": {"prompt": 600, "completion": 100}, "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}]}),
+        json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "spent"}}]}),
+    ];
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", costly),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-tokens", "500"]);
+    assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+    let reason = team.record()["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("700 tokens of its 500"), "{reason}");
+    assert_eq!(team.step("b")["status"], "skipped");
+    assert_eq!(team.record()["totals"]["token_usage"]["total"], 700);
+}

@@ -1,0 +1,122 @@
+//! Team runs through `troupe run`, on the scripted model: what run.json,
+//! events.jsonl and the exit code say, and what the agents really saw.
+
+mod limits;
+mod plans;
+mod replanning;
+mod reviews;
+mod scheduling;
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, Sandbox, read_json, run, troupe};
+
+/// A scripted planner reply holding `steps` as a plan.
+pub fn planner(steps: Value) -> Value {
+    let plan = json!({"summary": "a test plan", "steps": steps});
+    json!({"role": "planner", "reply": [{"content": plan.to_string()}]})
+}
+
+/// A step of a plan.
+pub fn step(id: &str, deps: &[&str]) -> Value {
+    json!({"id": id, "description": format!("do {id}"), "type": "FILE_WRITE", "dependencies": deps})
+}
+
+/// Worker replies: write `<id>.txt`, then finish successfully.
+pub fn worker_writes(id: &str, delay_ms: u64) -> Vec<Value> {
+    vec![
+        json!({"delay_ms": delay_ms, "tool_calls": [{"name": "write_file", "arguments": {"path": format!("{id}.txt"), "content": id}}]}),
+        json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": format!("wrote {id}.txt")}}]}),
+    ]
+}
+
+pub fn worker_rule(id: &str, reply: Vec<Value>) -> Value {
+    json!({"role": "worker", "step": id, "reply": reply})
+}
+
+pub fn verdict(approved: Value, issue: &str) -> Value {
+    json!({"content": json!({"approved": approved, "summary": "checked", "issues": [issue], "suggestions": []}).to_string()})
+}
+
+pub fn approving_reviewer() -> Value {
+    json!({"role": "reviewer", "reply": [verdict(json!(true), "none")]})
+}
+
+/// What a team run left behind.
+pub struct TeamRun {
+    pub run: Run,
+    pub dir: PathBuf,
+}
+
+impl TeamRun {
+    pub fn record(&self) -> Value {
+        read_json(&self.dir.join("run.json"))
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.dir.join("events.jsonl")).expect("events.jsonl");
+        text.lines()
+            .map(|line| {
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("bad event line ({e}): {line}"))
+            })
+            .collect()
+    }
+
+    pub fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["type"] == kind)
+            .collect()
+    }
+
+    pub fn step(&self, id: &str) -> Value {
+        let record = self.record();
+        record["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {id} in run.json"))
+    }
+
+    /// Milliseconds since the run started of the first event of `kind`
+    /// for `step`.
+    pub fn at(&self, kind: &str, step: &str) -> u64 {
+        self.events()
+            .iter()
+            .find(|e| e["type"] == kind && e["step"] == step)
+            .and_then(|e| e["elapsed_ms"].as_u64())
+            .unwrap_or_else(|| panic!("no {kind} event for {step}"))
+    }
+}
+
+/// `troupe run "test goal"` in the sandbox with `rules` as the scripted
+/// model, plus `extra` arguments.
+pub fn team_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> TeamRun {
+    let model = sandbox.script(json!({"rules": rules}));
+    let mut command = troupe();
+    command
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(extra);
+    let run = run(command);
+    let dir = run_dir(sandbox);
+    TeamRun { run, dir }
+}
+
+/// The one run directory in the sandbox's workspace.
+pub fn run_dir(sandbox: &Sandbox) -> PathBuf {
+    let results = sandbox.ws().join("sub_agent_results");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .unwrap_or_else(|e| panic!("no {}: {e}", results.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("run_"))
+        .collect();
+    assert_eq!(runs.len(), 1, "one run directory in {}", results.display());
+    runs.pop().unwrap()
+}

@@ -1,0 +1,72 @@
+//! The eager scheduler, seen through the timestamps in events.jsonl: no
+//! batch barrier, and --max-parallel holds.
+
+use serde_json::{Value, json};
+
+use super::{TeamRun, approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
+use crate::common::Sandbox;
+
+/// A diamond (a -> b, c -> d) and an independent long step e.
+fn diamond_with_a_long_step() -> Vec<Value> {
+    vec![
+        planner(json!([
+            step("a", &[]),
+            step("b", &["a"]),
+            step("c", &["a"]),
+            step("d", &["b", "c"]),
+            step("e", &[])
+        ])),
+        worker_rule("a", worker_writes("a", 100)),
+        worker_rule("b", worker_writes("b", 700)),
+        worker_rule("c", worker_writes("c", 700)),
+        worker_rule("d", worker_writes("d", 100)),
+        worker_rule("e", worker_writes("e", 4000)),
+        approving_reviewer(),
+    ]
+}
+
+fn interval(team: &TeamRun, id: &str) -> (u64, u64) {
+    (team.at("step_started", id), team.at("step_completed", id))
+}
+
+#[test]
+fn steps_start_as_soon_as_their_dependencies_are_done() {
+    let sandbox = Sandbox::new();
+    let team = team_run(&sandbox, diamond_with_a_long_step(), &[]);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    let (b_start, b_end) = interval(&team, "b");
+    let (c_start, c_end) = interval(&team, "c");
+    assert!(
+        b_start < c_end && c_start < b_end,
+        "b ({b_start}-{b_end}) and c ({c_start}-{c_end}) overlap"
+    );
+    let (_, e_end) = interval(&team, "e");
+    let (d_start, _) = interval(&team, "d");
+    assert!(
+        b_start < e_end,
+        "b started before the unrelated long step e finished: no batch barrier"
+    );
+    assert!(d_start < e_end, "so did d, two levels down");
+    let (_, a_end) = interval(&team, "a");
+    assert!(
+        b_start >= a_end && c_start >= a_end,
+        "but never before its own dependency"
+    );
+}
+
+#[test]
+fn max_parallel_one_serialises_everything() {
+    let sandbox = Sandbox::new();
+    let mut rules = diamond_with_a_long_step();
+    rules[5] = worker_rule("e", worker_writes("e", 100));
+    let team = team_run(&sandbox, rules, &["--max-parallel", "1"]);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    let mut intervals: Vec<(u64, u64)> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|id| interval(&team, id))
+        .collect();
+    intervals.sort();
+    for pair in intervals.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "steps overlapped: {intervals:?}");
+    }
+}
