@@ -191,6 +191,23 @@ pub struct AgentRecord {
     pub changing_calls: u32,
 }
 
+impl AgentRecord {
+    /// An agent that has just started in `dir`.
+    pub fn running(dir: String) -> Self {
+        AgentRecord {
+            dir,
+            status: AgentStatus::Running,
+            summary: String::new(),
+            deliverables_files: Vec::new(),
+            verdict: None,
+            error: None,
+            stats: AgentStats::default(),
+            success_claimed: false,
+            changing_calls: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StepStats {
     pub agents: u32,

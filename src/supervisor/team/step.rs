@@ -265,7 +265,9 @@ async fn review(
         ctx.recorder.emit(event, |run| {
             if let Some(step) = run.step_mut(id) {
                 step.stats.add(&record.stats);
-                step.attempt_mut(attempt).reviews.push(record);
+                if let Some(last) = step.attempt_mut(attempt).reviews.last_mut() {
+                    *last = record;
+                }
             }
         });
         if let Some(verdict) = verdict {
@@ -312,7 +314,17 @@ async fn start(
     task.prompts_dir = ctx.agents.prompts_dir.clone();
     task.limits = ctx.agents.limits.clone();
     let agents = ctx.budget.agents();
-    ctx.recorder.emit(started, |run| run.totals.agents = agents);
+    let running = AgentRecord::running(ctx.show(&task.agent_dir));
+    ctx.recorder.emit(started, |run| {
+        run.totals.agents = agents;
+        if let Some(step) = run.step_mut(id) {
+            let slot = step.attempt_mut(attempt);
+            match role {
+                AgentRole::Reviewer => slot.reviews.push(running),
+                AgentRole::Worker | AgentRole::Planner => slot.worker = Some(running),
+            }
+        }
+    });
     let config = SpawnConfig {
         task,
         agent_program: ctx.agents.program.clone(),

@@ -70,3 +70,45 @@ fn max_parallel_one_serialises_everything() {
         assert!(pair[0].1 <= pair[1].0, "steps overlapped: {intervals:?}");
     }
 }
+
+#[test]
+fn run_json_is_current_while_the_run_goes_on() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("slow", &[])])),
+        worker_rule("slow", worker_writes("slow", 3000)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": rules}));
+    let mut command = crate::common::troupe();
+    command
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let seen = loop {
+        let record = std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut dirs| dirs.next())
+            .and_then(|dir| std::fs::read_to_string(dir.ok()?.path().join("run.json")).ok())
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+        if let Some(record) = record
+            && record["steps"][0]["status"] == "running"
+        {
+            break record;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "run.json never showed the running step"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(seen["status"], "running");
+    let worker = &seen["steps"][0]["attempts"][0]["worker"];
+    assert_eq!(worker["status"], "running");
+    assert!(worker["dir"].as_str().unwrap().ends_with("slow/worker-1"));
+    assert!(child.wait().unwrap().success());
+}
