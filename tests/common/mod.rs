@@ -196,3 +196,15 @@ pub fn tool_results(transcript: &Value) -> Vec<Value> {
         })
         .collect()
 }
+
+/// The names of every tool the transcript's assistant messages called, in
+/// order.
+pub fn tool_call_names(transcript: &Value) -> Vec<String> {
+    transcript["messages"]
+        .as_array()
+        .expect("messages array")
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .map(|c| c["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}

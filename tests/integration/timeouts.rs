@@ -51,13 +51,7 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
     let transcript = sandbox.transcript(1);
     assert_eq!(transcript["status"], "timeout");
     assert!(transcript["completed_at"].is_string());
-    let calls: Vec<&str> = transcript["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
-        .map(|c| c["function"]["name"].as_str().unwrap())
-        .collect();
+    let calls = crate::common::tool_call_names(&transcript);
     assert_eq!(
         calls,
         ["write_file", "run_command"],

@@ -3,28 +3,18 @@
 //! people (`troupe validate`, the plan tree); the scheduler itself never
 //! waits for a level, only for each step's own dependencies.
 
-use std::collections::HashMap;
-
 use super::Plan;
 
 /// The step indices of each level, in plan order. Dependencies outside the
 /// plan (completed steps of a replanned run) do not count.
 pub fn levels(plan: &Plan) -> Vec<Vec<usize>> {
-    let index: HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
     let count = plan.steps.len();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut waiting: Vec<usize> = vec![0; count];
-    for (i, step) in plan.steps.iter().enumerate() {
-        for dep in &step.dependencies {
-            if let Some(&d) = index.get(dep.as_str()) {
-                dependents[d].push(i);
-                waiting[i] += 1;
-            }
+    for (i, deps) in plan.dependency_indices().into_iter().enumerate() {
+        for d in deps {
+            dependents[d].push(i);
+            waiting[i] += 1;
         }
     }
     let mut level = vec![0usize; count];

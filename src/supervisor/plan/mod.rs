@@ -44,4 +44,25 @@ impl Plan {
     pub fn step(&self, id: &str) -> Option<&Step> {
         self.steps.iter().find(|step| step.id == id)
     }
+
+    /// For each step, the indices of the steps it depends on within this
+    /// plan; dependencies outside it (a replan's completed steps) are left
+    /// out.
+    fn dependency_indices(&self) -> Vec<Vec<usize>> {
+        let index: std::collections::HashMap<&str, usize> = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        self.steps
+            .iter()
+            .map(|s| {
+                s.dependencies
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect()
+    }
 }

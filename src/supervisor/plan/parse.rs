@@ -214,22 +214,7 @@ fn check_dependencies(
 /// repeated at the end, or `None`. Iterative, so a long chain cannot
 /// overflow the stack.
 fn find_cycle(plan: &Plan) -> Option<Vec<String>> {
-    let index: HashMap<&str, usize> = plan
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
-    let deps: Vec<Vec<usize>> = plan
-        .steps
-        .iter()
-        .map(|s| {
-            s.dependencies
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .collect()
-        })
-        .collect();
+    let deps = plan.dependency_indices();
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,

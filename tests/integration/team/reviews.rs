@@ -332,13 +332,7 @@ fn the_reviewer_sees_the_real_files_and_the_claims_check() {
         error.contains("report.txt") && error.contains("No such file"),
         "the reviewer read the disk: {error}"
     );
-    let tools: Vec<&str> = review["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
-        .map(|c| c["function"]["name"].as_str().unwrap())
-        .collect();
+    let tools = crate::common::tool_call_names(&review);
     assert_eq!(tools, ["read_file"]);
     assert!(
         team.run
