@@ -28,8 +28,10 @@ pub enum StepEnd {
 enum Review {
     Approved,
     Rejected(VerdictReport),
-    /// Both tries failed as a system, or the run was stopped.
+    /// Both tries failed as a system.
     Failed(String),
+    /// The run stopped, or its budget ran out, before a verdict.
+    Stopped(String),
 }
 
 pub async fn run_step(ctx: &RunContext, id: String) -> (String, StepEnd) {
@@ -85,6 +87,7 @@ async fn drive(ctx: &RunContext, id: &str) -> StepEnd {
                     reason,
                 };
             }
+            Review::Stopped(reason) => return StepEnd::Failed(reason),
         }
     }
     StepEnd::Failed("no attempt was made".to_string())
@@ -219,7 +222,7 @@ async fn review(
         .await
         {
             Ok(run) => run,
-            Err(reason) => return Review::Failed(reason),
+            Err(reason) => return Review::Stopped(reason),
         };
         let record = agent_record(&run);
         let seconds = record.stats.runtime_seconds;
@@ -259,7 +262,10 @@ async fn review(
                     seconds,
                 };
                 let stopped = outcome.status == AgentStatus::Terminated;
-                (event, stopped.then(|| Review::Failed(last_failure.clone())))
+                (
+                    event,
+                    stopped.then(|| Review::Stopped(last_failure.clone())),
+                )
             }
         };
         ctx.recorder.emit(event, |run| {

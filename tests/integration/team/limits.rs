@@ -83,6 +83,12 @@ fn the_token_budget_stops_new_agents() {
     assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
     let reason = team.record()["reason"].as_str().unwrap().to_string();
     assert!(reason.contains("700 tokens of its 500"), "{reason}");
+    let a = team.step("a");
+    assert_eq!(
+        a["status"], "failed",
+        "its review could not start, which is no approval"
+    );
+    assert!(a["reason"].as_str().unwrap().contains("--max-tokens"));
     assert_eq!(team.step("b")["status"], "skipped");
     assert_eq!(team.record()["totals"]["token_usage"]["total"], 700);
 }
