@@ -1,10 +1,12 @@
-//! Writing files so that a reader never sees half of one.
+//! Writing files so that a reader never sees half of one, and a crash
+//! never loses the last complete copy.
 //!
-//! Every JSON state file troupe keeps (transcripts, task and result files)
-//! goes through `write_atomic`: a temporary file in the same directory,
-//! then a rename over the old one. A kill at any instant leaves either the
-//! old copy or the new one.
+//! Every JSON state file troupe keeps (transcripts, task and result files,
+//! run.json) goes through `write_atomic`: a temporary file in the same
+//! directory, flushed to disk, renamed over the old one, and the directory
+//! flushed too, so the rename itself survives a power cut.
 
+use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
@@ -18,8 +20,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     };
     let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     temp.write_all(bytes)?;
+    temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    File::open(dir)?.sync_all()
 }
 
 /// `value` as pretty JSON with a final newline, written atomically.
