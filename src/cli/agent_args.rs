@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::UsageError;
 use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP};
-use crate::supervisor::ServeLimits;
+use crate::supervisor::{Hygiene, ServeLimits};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Each agent")]
@@ -43,6 +43,17 @@ pub struct AgentArgs {
     /// The troupe-agent binary (default: the one next to troupe).
     #[arg(long, value_name = "PATH", env = "TROUPE_AGENT_BIN")]
     pub agent_bin: Option<PathBuf>,
+
+    /// Pass this environment variable on to the agents and their commands
+    /// (repeatable). Agents get only PATH, HOME, LANG, TERM, TZ and these;
+    /// the API key variable is never passed.
+    #[arg(long, value_name = "NAME")]
+    pub pass_env: Vec<String>,
+
+    /// The largest file an agent or its commands may write, in bytes
+    /// (RLIMIT_FSIZE).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub max_file_size: u64,
 }
 
 impl AgentArgs {
@@ -80,6 +91,33 @@ impl AgentArgs {
                     .map_err(|e| UsageError(format!("--prompts-dir {}: {e}", dir.display())))
             })
             .transpose()
+    }
+
+    /// The environment and limits every child gets. Passing the variable
+    /// that holds the API key is refused: only the parent may hold it.
+    pub fn hygiene(&self, api_key_env: &str) -> Result<Hygiene, UsageError> {
+        if let Some(name) = self
+            .pass_env
+            .iter()
+            .find(|name| name.as_str() == api_key_env)
+        {
+            return Err(UsageError(format!(
+                "--pass-env {name} would hand the API key to the agents; only troupe itself talks to the model"
+            )));
+        }
+        if let Some(name) = self
+            .pass_env
+            .iter()
+            .find(|name| name.is_empty() || name.contains('='))
+        {
+            return Err(UsageError(format!(
+                "--pass-env `{name}` is not a variable name"
+            )));
+        }
+        Ok(Hygiene {
+            pass_env: self.pass_env.clone(),
+            max_file_size: Some(self.max_file_size),
+        })
     }
 
     pub fn program(&self) -> Result<PathBuf, UsageError> {

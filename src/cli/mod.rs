@@ -63,7 +63,12 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
+    // the forking thread, so that thread must live as long as troupe.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("troupe: cannot start the async runtime: {e}");

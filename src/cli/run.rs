@@ -121,6 +121,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         agents: AgentSettings {
             program: args.agent.program()?,
             serve: args.agent.serve_limits(),
+            hygiene: args.agent.hygiene(&args.model.api_key_env)?,
             limits: args.agent.agent_limits(None),
             prompts_dir: args.agent.prompts_dir()?,
         },

@@ -65,6 +65,7 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
         task,
         agent_program: args.agent.program()?,
         limits: args.agent.serve_limits(),
+        hygiene: args.agent.hygiene(&args.model.api_key_env)?,
         stop: StopSignal::default(),
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;

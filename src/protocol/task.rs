@@ -91,6 +91,11 @@ impl TaskFile {
         self.agent_dir.join(SUBAGENT_DIR)
     }
 
+    /// The agent's private temporary directory, its TMPDIR.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.subagent_dir().join("tmp")
+    }
+
     pub fn transcript_path(&self) -> PathBuf {
         self.subagent_dir().join("conversations.json")
     }

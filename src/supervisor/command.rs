@@ -7,11 +7,13 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::Signal;
 use tokio::process::Command;
 
 /// The environment a child keeps; everything else, API keys first, is
 /// scrubbed.
-const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TZ"];
+pub const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TZ"];
 
 #[derive(Debug, Clone)]
 pub struct ChildSpec {
@@ -22,12 +24,25 @@ pub struct ChildSpec {
     pub workdir: PathBuf,
     /// Where the child's stderr goes.
     pub stderr_log: PathBuf,
+    /// The child's private temporary directory (its TMPDIR).
+    pub tmp_dir: PathBuf,
+    pub hygiene: Hygiene,
+}
+
+/// What every child gets beyond its command line.
+#[derive(Debug, Clone, Default)]
+pub struct Hygiene {
+    /// Variables passed on besides `KEPT_ENV` (`--pass-env`).
+    pub pass_env: Vec<String>,
+    /// RLIMIT_FSIZE: the largest file the child or its commands may write.
+    pub max_file_size: Option<u64>,
 }
 
 /// `troupe-agent --task PATH` with piped stdio, its stderr in its log, a
-/// scrubbed environment, and a session of its own: its own process group,
-/// which the commands it starts in groups of their own still share, so the
-/// parent can find and kill every one of them.
+/// scrubbed environment, no core dumps, a file size limit, and a session
+/// of its own: its own process group, which the commands it starts in
+/// groups of their own still share, so the parent can find and kill every
+/// one of them. It gets SIGTERM when the parent dies, and cleans up.
 pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
     let stderr = std::fs::File::create(&spec.stderr_log)?;
     let mut command = Command::new(&spec.program);
@@ -39,19 +54,32 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
         .stdout(Stdio::piped())
         .stderr(stderr)
         .env_clear()
+        .env("TMPDIR", &spec.tmp_dir)
         .kill_on_drop(true);
-    for name in KEPT_ENV {
+    let names = KEPT_ENV
+        .iter()
+        .copied()
+        .chain(spec.hygiene.pass_env.iter().map(String::as_str));
+    for name in names {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of the
-    // parent; it is the only call made between fork and exec.
+    let file_size = spec.hygiene.max_file_size;
+    // SAFETY: between fork and exec this calls only setsid, prctl and
+    // setrlimit, which are async-signal-safe and touch no memory of the
+    // parent. The parent forks every child from its one runtime thread,
+    // which lives as long as the parent, so PR_SET_PDEATHSIG fires exactly
+    // when the parent is gone.
     unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
+        command.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(std::io::Error::from)?;
+            if let Some(bytes) = file_size {
+                setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(std::io::Error::from)?;
+            }
+            Ok(())
         });
     }
     Ok(command)

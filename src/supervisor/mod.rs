@@ -17,6 +17,7 @@ pub mod session;
 pub mod spawn;
 pub mod team;
 
+pub use command::Hygiene;
 pub use events::{AgentEvent, EventSink};
 pub use progress::Progress;
 pub use result::AgentResult;

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::command::{ChildSpec, child_command};
+use super::command::{ChildSpec, Hygiene, child_command};
 use super::events::EventSink;
 use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
@@ -24,6 +24,7 @@ pub struct SpawnConfig {
     /// The `troupe-agent` binary.
     pub agent_program: PathBuf,
     pub limits: ServeLimits,
+    pub hygiene: Hygiene,
     pub stop: StopSignal,
 }
 
@@ -62,6 +63,8 @@ pub async fn spawn_agent(
         task_path: task.subagent_dir().join("task.json"),
         workdir: task.workspace.clone(),
         stderr_log: task.subagent_dir().join("stderr.log"),
+        tmp_dir: task.tmp_dir(),
+        hygiene: config.hygiene.clone(),
     };
     let command = child_command(&spec).map_err(|source| SpawnError::Prepare {
         path: spec.stderr_log.clone(),
@@ -132,6 +135,7 @@ fn prepare(task: &TaskFile, events: &dyn EventSink, name: &str) -> Result<(), Sp
         );
     }
     std::fs::create_dir_all(&subagent).map_err(fail(&subagent))?;
+    std::fs::create_dir_all(task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
     let task_path = subagent.join("task.json");
     write_json_atomic(&task_path, task).map_err(fail(&task_path))
 }

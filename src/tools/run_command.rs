@@ -86,15 +86,26 @@ async fn run(
     limit: Duration,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe and the only call between fork and
+    // exec. The agent forks from its one runtime thread, which lives as
+    // long as the agent, so the shell dies with the agent even when the
+    // agent is killed before it can kill the command's group.
+    unsafe {
+        sh.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = sh
         .spawn()
         .map_err(|e| ToolError::RespondToModel(format!("cannot start sh: {e}")))?;
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);

@@ -13,7 +13,7 @@ use crate::llm::ChatModel;
 use crate::protocol::AgentLimits;
 use crate::signal::StopSignal;
 use crate::supervisor::events::{AgentEvent, EventSink};
-use crate::supervisor::{Progress, ServeLimits};
+use crate::supervisor::{Hygiene, Progress, ServeLimits};
 
 /// How each agent of the run is started and bounded.
 #[derive(Debug, Clone)]
@@ -21,6 +21,7 @@ pub struct AgentSettings {
     /// The `troupe-agent` binary.
     pub program: PathBuf,
     pub serve: ServeLimits,
+    pub hygiene: Hygiene,
     pub limits: AgentLimits,
     pub prompts_dir: Option<PathBuf>,
 }

@@ -335,6 +335,7 @@ async fn start(
         task,
         agent_program: ctx.agents.program.clone(),
         limits: ctx.agents.serve.clone(),
+        hygiene: ctx.agents.hygiene.clone(),
         stop: ctx.stop.clone(),
     };
     spawn_agent(config, ctx.model.clone(), &ctx.lines)
