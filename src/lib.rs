@@ -22,6 +22,7 @@ pub mod fsutil;
 pub mod llm;
 pub mod prompts;
 pub mod protocol;
+pub mod sandbox;
 pub mod signal;
 pub mod supervisor;
 pub mod text;

@@ -29,8 +29,10 @@ use self::session::{LoopEnd, Session};
 use self::stats::StatsCounter;
 use crate::llm::{ChatModel, ModelConfig, build_model};
 use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, TaskFile,
+    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, SandboxReport,
+    TaskFile, encode_line,
 };
+use crate::sandbox;
 use crate::signal::StopSignal;
 use crate::tools::{PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
@@ -42,7 +44,34 @@ pub struct AgentOptions {
 }
 
 /// The child's whole life; the exit code is 0 when the task succeeded.
+/// The task is read and the sandbox applied before the runtime exists, so
+/// no thread escapes the sandbox.
 pub fn main(options: AgentOptions) -> ExitCode {
+    let task = match read_task(&options.task_path) {
+        Ok(task) => task,
+        Err(message) => {
+            write_now(&FromChild::Error { message });
+            return ExitCode::from(2);
+        }
+    };
+    let mut settings = task.sandbox;
+    if matches!(options.model, Some(ModelConfig::OpenAi(_))) {
+        // Stand-alone against an endpoint: this process makes the HTTP calls.
+        settings.allow_network = true;
+    }
+    let sandbox = match sandbox::apply(&task, settings) {
+        Ok(report) => report,
+        Err(e) => {
+            write_now(&hello(&task, None));
+            write_now(&FromChild::Error {
+                message: e.to_string(),
+            });
+            return ExitCode::FAILURE;
+        }
+    };
+    if !sandbox.note.is_empty() {
+        eprintln!("troupe-agent: {}", sandbox.note);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -53,32 +82,37 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(run(options));
+    let code = runtime.block_on(run(task, sandbox, options.model));
     // The stdin reader sits in a blocking read the parent may never end;
     // waiting for it would keep a finished child alive.
     runtime.shutdown_background();
     code
 }
 
-async fn run(options: AgentOptions) -> ExitCode {
+async fn run(task: TaskFile, sandbox: SandboxReport, model: Option<ModelConfig>) -> ExitCode {
     let out = Outbox::stdout();
-    let code = match read_task(&options.task_path) {
-        Ok(task) => {
-            out.send(&FromChild::Hello {
-                protocol: PROTOCOL_VERSION,
-                agent_id: task.agent_id.clone(),
-                role: task.role,
-                pid: std::process::id(),
-            });
-            run_task(&task, options.model, &out).await
-        }
-        Err(message) => {
-            out.send(&FromChild::Error { message });
-            ExitCode::from(2)
-        }
-    };
+    out.send(&hello(&task, Some(sandbox.clone())));
+    let code = run_task(&task, sandbox, model, &out).await;
     out.flush().await;
     code
+}
+
+fn hello(task: &TaskFile, sandbox: Option<SandboxReport>) -> FromChild {
+    FromChild::Hello {
+        protocol: PROTOCOL_VERSION,
+        agent_id: task.agent_id.clone(),
+        role: task.role,
+        pid: std::process::id(),
+        sandbox,
+    }
+}
+
+/// One protocol line, before the async writer exists.
+fn write_now(message: &FromChild) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(encode_line(message).as_bytes());
+    let _ = stdout.flush();
 }
 
 fn read_task(path: &Path) -> Result<TaskFile, String> {
@@ -102,7 +136,12 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
     Ok(task)
 }
 
-async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> ExitCode {
+async fn run_task(
+    task: &TaskFile,
+    sandbox: SandboxReport,
+    model: Option<ModelConfig>,
+    out: &Outbox,
+) -> ExitCode {
     let cancel = StopSignal::default();
     watch_sigterm(cancel.clone());
     let model: Arc<dyn ChatModel> = match model {
@@ -134,14 +173,15 @@ async fn run_task(task: &TaskFile, model: Option<ModelConfig>, out: &Outbox) -> 
         Err(e) => return fail(out, format!("cannot write the transcript: {e}")),
     };
     let ctx = Arc::new(ToolContext::new(fence, task.limits.clone()));
-    let stats = Arc::new(StatsCounter::new());
+    let with_shell = sandbox.fully_enforced();
+    let stats = Arc::new(StatsCounter::new(Some(sandbox)));
     let heartbeat = start_heartbeat(
         out.clone(),
         Arc::clone(&stats),
         task.limits.heartbeat_seconds,
     );
     let registry = match task.role {
-        AgentRole::Reviewer => ToolRegistry::reviewer(),
+        AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
         AgentRole::Worker | AgentRole::Planner => ToolRegistry::worker(),
     };
     let calls = CallRunner {

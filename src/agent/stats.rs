@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::chat::Usage;
-use crate::protocol::{AgentStats, round_seconds};
+use crate::protocol::{AgentStats, SandboxReport, round_seconds};
 use crate::tools::Counter;
 
 pub struct StatsCounter {
@@ -15,11 +15,13 @@ pub struct StatsCounter {
     searches: AtomicU64,
     commands: AtomicU64,
     usage: Mutex<Usage>,
+    sandbox: Option<SandboxReport>,
 }
 
 impl StatsCounter {
-    pub fn new() -> Self {
+    pub fn new(sandbox: Option<SandboxReport>) -> Self {
         StatsCounter {
+            sandbox,
             started: Instant::now(),
             files_read: AtomicU64::new(0),
             searches: AtomicU64::new(0),
@@ -55,6 +57,7 @@ impl StatsCounter {
             web_pages: 0,
             commands: self.commands.load(Ordering::Relaxed),
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
+            sandbox: self.sandbox.clone(),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UsageError;
-use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP};
+use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, SandboxMode, SandboxSettings};
 use crate::supervisor::{Hygiene, ServeLimits};
 
 #[derive(Debug, Clone, Args)]
@@ -54,6 +54,17 @@ pub struct AgentArgs {
     /// (RLIMIT_FSIZE).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
     pub max_file_size: u64,
+
+    /// The Landlock sandbox of each agent: auto enforces what the kernel
+    /// can and says what it cannot; required refuses to run an agent the
+    /// kernel cannot fully confine; off runs agents unconfined.
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub sandbox: SandboxMode,
+
+    /// Let agents and their commands open TCP connections (denied by
+    /// default: the agents need none, troupe talks to the model for them).
+    #[arg(long)]
+    pub allow_network: bool,
 }
 
 impl AgentArgs {
@@ -118,6 +129,13 @@ impl AgentArgs {
             pass_env: self.pass_env.clone(),
             max_file_size: Some(self.max_file_size),
         })
+    }
+
+    pub fn sandbox(&self) -> SandboxSettings {
+        SandboxSettings {
+            mode: self.sandbox,
+            allow_network: self.allow_network,
+        }
     }
 
     pub fn program(&self) -> Result<PathBuf, UsageError> {

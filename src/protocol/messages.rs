@@ -7,6 +7,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use super::sandbox::SandboxReport;
 use crate::chat::{Message, ToolSpec, Usage};
 
 /// The protocol version a `hello` must carry.
@@ -97,6 +98,9 @@ pub struct AgentStats {
     pub commands: u64,
     #[serde(default)]
     pub token_usage: Usage,
+    /// What the agent's sandbox enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxReport>,
 }
 
 /// Seconds to two decimals, as `runtime_seconds` is written: precise
@@ -141,6 +145,9 @@ pub enum FromChild {
         agent_id: AgentId,
         role: AgentRole,
         pid: u32,
+        /// What the child's sandbox enforces.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxReport>,
     },
     /// The child needs a completion; the parent answers with `llm_response`
     /// or `llm_error` carrying the same id.

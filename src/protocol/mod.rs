@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod messages;
+pub mod sandbox;
 pub mod status;
 pub mod task;
 
@@ -13,5 +14,6 @@ pub use messages::{
     AgentId, AgentRole, AgentStats, FinishReport, FromChild, PROTOCOL_VERSION, StopReason, ToChild,
     VerdictReport, round_seconds,
 };
+pub use sandbox::{SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;
 pub use task::{AgentLimits, SUBAGENT_DIR, TaskFile, display_in};

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
+use super::sandbox::SandboxSettings;
 
 /// The name of the directory inside an agent's directory that holds
 /// troupe's own files (task, transcript, logs, spilled output).
@@ -42,6 +43,8 @@ pub struct TaskFile {
     pub prompts_dir: Option<PathBuf>,
     #[serde(default)]
     pub limits: AgentLimits,
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -75,6 +78,7 @@ impl TaskFile {
             timeout_seconds: 600,
             prompts_dir: None,
             limits: AgentLimits::default(),
+            sandbox: SandboxSettings::default(),
             created_at,
         }
     }

@@ -6,12 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::protocol::AgentStatus;
+use crate::protocol::{AgentStatus, SandboxReport};
 
 #[derive(Debug, Clone)]
 pub enum AgentEvent<'a> {
     Started {
         pid: u32,
+    },
+    /// What the child's sandbox enforces, from its `hello`.
+    Sandbox {
+        report: &'a SandboxReport,
     },
     /// The parent answered a model request.
     ModelTurn {

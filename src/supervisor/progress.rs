@@ -34,6 +34,12 @@ impl Progress {
     fn line(&self, event: &AgentEvent<'_>) -> Option<String> {
         let line = match event {
             AgentEvent::Started { pid } => format!("started (pid {pid})"),
+            AgentEvent::Sandbox { report } => {
+                if report.fully_enforced() {
+                    return None;
+                }
+                self.paint("33", &format!("sandbox: {}", report.note))
+            }
             AgentEvent::ModelTurn {
                 turn,
                 tool_calls,

@@ -82,7 +82,12 @@ impl<'r, 'a> Served<'r, 'a> {
             ));
         }
         match message {
-            FromChild::Hello { protocol, pid, .. } => {
+            FromChild::Hello {
+                protocol,
+                pid,
+                sandbox,
+                ..
+            } => {
                 if protocol != PROTOCOL_VERSION {
                     return Err(format!(
                         "the child speaks protocol {protocol}, this troupe speaks {PROTOCOL_VERSION}"
@@ -90,6 +95,10 @@ impl<'r, 'a> Served<'r, 'a> {
                 }
                 self.hello = true;
                 self.event(AgentEvent::Started { pid });
+                if let Some(report) = &sandbox {
+                    self.event(AgentEvent::Sandbox { report });
+                }
+                self.child_stats.sandbox = sandbox;
             }
             FromChild::LlmRequest {
                 id,
@@ -141,9 +150,9 @@ impl<'r, 'a> Served<'r, 'a> {
                     summary: &summary,
                 });
             }
-            FromChild::Stats(stats) => self.child_stats = stats,
+            FromChild::Stats(stats) => self.keep_stats(stats),
             FromChild::Finished(report) => {
-                self.child_stats = report.stats.clone();
+                self.keep_stats(report.stats.clone());
                 self.finish = Some(report);
             }
             FromChild::Verdict(verdict) => self.verdict = Some(verdict),
@@ -155,6 +164,15 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// The child's latest counters; the sandbox it reported at `hello`
+    /// stays when a later `stats` leaves it out.
+    fn keep_stats(&mut self, mut stats: crate::protocol::AgentStats) {
+        if stats.sandbox.is_none() {
+            stats.sandbox = self.child_stats.sandbox.take();
+        }
+        self.child_stats = stats;
     }
 
     pub(super) fn answer(

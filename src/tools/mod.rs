@@ -208,13 +208,14 @@ impl ToolRegistry {
     }
 
     /// What a Reviewer may use: the read-only tools, so it can inspect the
-    /// real workspace and change nothing.
-    pub fn reviewer() -> Self {
+    /// real workspace and change nothing, and `run_command` for checks when
+    /// `with_shell`: only where the sandbox keeps its commands from writing.
+    pub fn reviewer(with_shell: bool) -> Self {
         ToolRegistry {
             tools: Self::worker()
                 .tools
                 .into_iter()
-                .filter(|tool| tool.is_read_only())
+                .filter(|tool| tool.is_read_only() || (with_shell && tool.name() == "run_command"))
                 .collect(),
         }
     }

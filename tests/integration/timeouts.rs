@@ -10,7 +10,8 @@ use crate::common::{Sandbox, alive, read_pid, spawn};
 #[test]
 fn a_timeout_keeps_partial_work_and_kills_every_process() {
     let sandbox = Sandbox::new();
-    let pids = sandbox.root().join("pids");
+    // Inside the workspace: the sandbox lets a worker's commands write only there.
+    let pids = sandbox.ws().join("pids");
     std::fs::create_dir_all(&pids).unwrap();
     let command = format!(
         "echo $$ > {p}/shell; sleep 300 & echo $! > {p}/background; sleep 300",
@@ -70,7 +71,8 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
 #[test]
 fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
     let sandbox = Sandbox::new();
-    let pid_file = sandbox.root().join("orphan.pid");
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let pid_file = sandbox.ws().join("orphan.pid");
     // The command's shell outlives the agent it kills; the parent must find it.
     let command = format!("echo $$ > {}; kill -9 $PPID; sleep 30", pid_file.display());
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
@@ -103,7 +105,8 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
 #[test]
 fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
     let sandbox = Sandbox::new();
-    let pid_file = sandbox.root().join("bg.pid");
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let pid_file = sandbox.ws().join("bg.pid");
     let command = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": command, "timeout_seconds": 1}}]},

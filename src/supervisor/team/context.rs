@@ -1,8 +1,9 @@
 //! What every step of a run shares: the settings, the model, the records,
 //! the budget and the stop signal.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -10,7 +11,7 @@ use serde::Serialize;
 use super::budget::Budget;
 use super::recorder::Recorder;
 use crate::llm::ChatModel;
-use crate::protocol::AgentLimits;
+use crate::protocol::{AgentLimits, SandboxSettings};
 use crate::signal::StopSignal;
 use crate::supervisor::events::{AgentEvent, EventSink};
 use crate::supervisor::{Hygiene, Progress, ServeLimits};
@@ -23,6 +24,7 @@ pub struct AgentSettings {
     pub serve: ServeLimits,
     pub hygiene: Hygiene,
     pub limits: AgentLimits,
+    pub sandbox: SandboxSettings,
     pub prompts_dir: Option<PathBuf>,
 }
 
@@ -70,15 +72,35 @@ impl RunContext {
 }
 
 /// Agent-level progress during a run: every line with `--verbose`,
-/// otherwise only warnings, so parallel steps stay readable.
+/// otherwise only warnings, and what the sandbox could not enforce once
+/// per run rather than once per agent, so parallel steps stay readable.
 pub struct AgentLines {
     pub progress: Progress,
     pub verbose: bool,
+    pub sandbox_notes: Mutex<HashSet<String>>,
+}
+
+impl AgentLines {
+    pub fn new(verbose: bool) -> Self {
+        AgentLines {
+            progress: Progress::stderr(),
+            verbose,
+            sandbox_notes: Mutex::new(HashSet::new()),
+        }
+    }
 }
 
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
-        if self.verbose || matches!(event, AgentEvent::Warning { .. }) {
+        let show = match &event {
+            AgentEvent::Warning { .. } => true,
+            AgentEvent::Sandbox { report } => self
+                .sandbox_notes
+                .lock()
+                .is_ok_and(|mut seen| seen.insert(report.note.clone())),
+            _ => self.verbose,
+        };
+        if show {
             self.progress.event(agent, event);
         }
     }

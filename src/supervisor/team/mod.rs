@@ -32,7 +32,6 @@ use self::context::{AgentLines, RunContext};
 use self::events::RunEvent;
 use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
-use super::Progress;
 use super::plan::{Plan, levels, render_tree};
 use crate::fsutil::write_json_atomic;
 use crate::llm::ChatModel;
@@ -98,10 +97,7 @@ pub async fn run_team(
         recorder,
         budget,
         stop: StopSignal::default(),
-        lines: AgentLines {
-            progress: Progress::stderr(),
-            verbose,
-        },
+        lines: AgentLines::new(verbose),
     };
     let event = RunEvent::RunStarted {
         run_id,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::claims::Claims;
 use crate::chat::Usage;
-use crate::protocol::{AgentStats, AgentStatus, VerdictReport};
+use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
 use crate::supervisor::plan::Step;
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
@@ -236,6 +236,22 @@ pub struct Totals {
     /// Every token of the run, the planner's included.
     pub token_usage: Usage,
     pub runtime_seconds: f64,
+    /// The weakest sandbox any agent of the run had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxReport>,
+}
+
+impl Totals {
+    pub fn note_sandbox(&mut self, report: Option<&SandboxReport>) {
+        let Some(report) = report else { return };
+        let weaker = self
+            .sandbox
+            .as_ref()
+            .is_none_or(|seen| report.status < seen.status);
+        if weaker {
+            self.sandbox = Some(report.clone());
+        }
+    }
 }
 
 impl RunRecord {

@@ -141,6 +141,7 @@ async fn run_worker(
     };
     let kept = record.clone();
     ctx.recorder.emit(event, |run| {
+        run.totals.note_sandbox(kept.stats.sandbox.as_ref());
         if let Some(step) = run.step_mut(id) {
             step.stats.add(&kept.stats);
             step.attempt_mut(attempt).worker = Some(kept);
@@ -269,6 +270,7 @@ async fn review(
             }
         };
         ctx.recorder.emit(event, |run| {
+            run.totals.note_sandbox(record.stats.sandbox.as_ref());
             if let Some(step) = run.step_mut(id) {
                 step.stats.add(&record.stats);
                 if let Some(last) = step.attempt_mut(attempt).reviews.last_mut() {
@@ -319,6 +321,7 @@ async fn start(
     task.timeout_seconds = ctx.agents.serve.timeout.as_secs();
     task.prompts_dir = ctx.agents.prompts_dir.clone();
     task.limits = ctx.agents.limits.clone();
+    task.sandbox = ctx.agents.sandbox;
     let agents = ctx.budget.agents();
     let running = AgentRecord::running(ctx.show(&task.agent_dir));
     ctx.recorder.emit(started, |run| {

@@ -2,6 +2,7 @@
 //! duration and tokens, and the totals.
 
 use super::record::{RunRecord, StepStatus};
+use crate::protocol::{SandboxLevel, SandboxReport};
 
 pub fn summary_table(run: &RunRecord) -> String {
     let rows: Vec<[String; 5]> = run
@@ -56,5 +57,25 @@ pub fn summary_table(run: &RunRecord) -> String {
     if let Some(reason) = &run.reason {
         out.push_str(&format!("  {reason}\n"));
     }
+    if let Some(sandbox) = &t.sandbox {
+        out.push_str(&format!("  sandbox: {}\n", describe_sandbox(sandbox)));
+    }
     out
+}
+
+fn describe_sandbox(report: &SandboxReport) -> String {
+    let level = match report.status {
+        SandboxLevel::FullyEnforced => "fully enforced",
+        SandboxLevel::PartiallyEnforced => "partially enforced",
+        SandboxLevel::NotEnforced => "not enforced",
+        SandboxLevel::Off => "off",
+    };
+    let mut text = level.to_string();
+    if let Some(abi) = report.abi {
+        text.push_str(&format!(" (Landlock ABI {abi})"));
+    }
+    if !report.note.is_empty() && report.status != SandboxLevel::Off {
+        text.push_str(&format!(": {}", report.note));
+    }
+    text
 }
