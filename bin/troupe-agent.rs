@@ -15,8 +15,12 @@ use troupe::cli::model_args::ModelArgs;
 #[command(name = "troupe-agent", version)]
 struct AgentArgs {
     /// The task file troupe wrote: <agent dir>/.subagent/task.json.
-    #[arg(long, value_name = "PATH")]
-    task: PathBuf,
+    #[arg(long, value_name = "PATH", required_unless_present = "probe_sandbox")]
+    task: Option<PathBuf>,
+
+    /// Print what this kernel's Landlock can enforce, as JSON, and exit.
+    #[arg(long, conflicts_with = "task")]
+    probe_sandbox: bool,
 
     #[command(flatten)]
     model: ModelArgs,
@@ -24,6 +28,18 @@ struct AgentArgs {
 
 fn main() -> ExitCode {
     let args = AgentArgs::parse();
+    let Some(task) = args.task else {
+        return match troupe::sandbox::probe() {
+            Ok(report) => {
+                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("troupe-agent: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    };
     let model = match args.model.model.is_some() {
         true => match args.model.resolve() {
             Ok(model) => Some(model),
@@ -35,7 +51,7 @@ fn main() -> ExitCode {
         false => None,
     };
     agent_main(AgentOptions {
-        task_path: args.task,
+        task_path: task,
         model,
     })
 }

@@ -70,6 +70,14 @@ pub fn apply(task: &TaskFile, settings: SandboxSettings) -> Result<SandboxReport
     Ok(report)
 }
 
+/// What this kernel can enforce: the whole policy applied to the calling
+/// process with nothing writable. For `troupe-agent --probe-sandbox`, which
+/// exits right after.
+pub fn probe() -> Result<SandboxReport, SandboxError> {
+    let status = restrict(&[], true)?;
+    Ok(report(&status, true))
+}
+
 fn restrict(writable: &[PathBuf], deny_network: bool) -> Result<RestrictionStatus, RulesetError> {
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(TARGET_ABI))?;
     if deny_network {

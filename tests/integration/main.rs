@@ -10,6 +10,7 @@ mod common;
 
 mod fake_children;
 mod http_client;
+mod sandbox;
 mod spawn_result;
 mod team;
 mod timeouts;

@@ -1,0 +1,331 @@
+//! The sandbox and the scrubbed environment, seen from inside a child's
+//! commands. Landlock tests print why they skip where the kernel lacks it.
+
+use serde_json::{Value, json};
+
+use crate::common::{Sandbox, run, spawn, tool_results, troupe, troupe_agent};
+use crate::team::{planner, step, team_run, worker_rule, worker_writes};
+
+/// The Landlock ABI this kernel enforces in full, if it does.
+fn landlock_abi() -> Option<u64> {
+    let mut probe = troupe_agent();
+    probe.arg("--probe-sandbox");
+    let out = run(probe);
+    let report: Value = serde_json::from_str(out.stdout.trim()).ok()?;
+    (report["status"] == "fully_enforced")
+        .then(|| report["abi"].as_u64())
+        .flatten()
+}
+
+fn need_landlock(test: &str) -> bool {
+    match landlock_abi() {
+        Some(_) => true,
+        None => {
+            eprintln!(
+                "skipped {test}: this kernel cannot fully enforce Landlock (see troupe-agent --probe-sandbox)"
+            );
+            false
+        }
+    }
+}
+
+/// One turn of `commands` through run_command, then finish; the results.
+fn run_commands(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Vec<Value> {
+    let calls: Vec<Value> = commands
+        .iter()
+        .map(|c| json!({"name": "run_command", "arguments": {"command": c}}))
+        .collect();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": calls},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran"}}]}
+    ]}]}));
+    let run = spawn(sandbox, 1, "run commands", &model, extra);
+    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    let mut results = tool_results(&sandbox.transcript(1));
+    results.pop();
+    results
+}
+
+#[test]
+fn a_worker_writes_only_inside_the_workspace() {
+    if !need_landlock("a_worker_writes_only_inside_the_workspace") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let sibling = sandbox.root().join("sibling");
+    let home = sandbox.root().join("home");
+    std::fs::create_dir_all(&sibling).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let touch_sibling = format!("touch {}/escaped.txt", sibling.display());
+    let commands = [
+        touch_sibling.as_str(),
+        "touch \"$HOME/escaped.txt\"",
+        "echo fine > inside.txt && echo $TMPDIR > tmpdir.txt && touch \"$TMPDIR/scratch\"",
+    ];
+    let mut command = troupe();
+    let calls: Vec<Value> = commands
+        .iter()
+        .map(|c| json!({"name": "run_command", "arguments": {"command": c}}))
+        .collect();
+    let script = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": calls},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran"}}]}
+    ]}]}));
+    command
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "escape",
+            "--task",
+            "try to escape",
+            "--sandbox",
+            "required",
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--model", &script])
+        .env("HOME", &home);
+    let out = run(command);
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let results = tool_results(&sandbox.transcript(1));
+    for escape in &results[..2] {
+        assert_eq!(escape["success"], false, "{escape}");
+        assert!(
+            escape["content"]
+                .as_str()
+                .unwrap()
+                .contains("Permission denied"),
+            "{escape}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&sibling).unwrap().count(),
+        0,
+        "nothing in the sibling directory"
+    );
+    assert_eq!(
+        std::fs::read_dir(&home).unwrap().count(),
+        0,
+        "nothing in $HOME"
+    );
+    assert_eq!(results[2]["success"], true, "{}", results[2]);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("inside.txt")).unwrap(),
+        "fine\n"
+    );
+    let tmpdir = std::fs::read_to_string(sandbox.ws().join("tmpdir.txt")).unwrap();
+    assert!(
+        tmpdir
+            .trim()
+            .ends_with("sub_agent_results/agent_1/.subagent/tmp"),
+        "{tmpdir}"
+    );
+    let stats = &out.json()["stats"]["sandbox"];
+    assert_eq!(stats["status"], "fully_enforced");
+    assert_eq!(stats["network_denied"], true);
+}
+
+#[test]
+fn required_mode_runs_only_where_the_kernel_enforces_everything() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ok"}}]}
+    ]}]}));
+    let run = spawn(
+        &sandbox,
+        1,
+        "be confined",
+        &model,
+        &["--sandbox", "required"],
+    );
+    match landlock_abi() {
+        Some(abi) => {
+            assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+            assert_eq!(run.json()["stats"]["sandbox"]["abi"], abi);
+        }
+        None => {
+            assert_eq!(run.code, 1);
+            let error = run.json()["error"].as_str().unwrap().to_string();
+            assert!(error.contains("--sandbox required"), "{error}");
+        }
+    }
+    let off = spawn(&sandbox, 2, "be free", &model, &["--sandbox", "off"]);
+    assert_eq!(off.code, 0);
+    assert_eq!(off.json()["stats"]["sandbox"]["status"], "off");
+}
+
+#[test]
+fn a_reviewer_can_check_but_not_change_the_workspace() {
+    if !need_landlock("a_reviewer_can_check_but_not_change_the_workspace") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("step_1", &[])])),
+        worker_rule("step_1", worker_writes("step_1", 0)),
+        json!({"role": "reviewer", "reply": [
+            {"tool_calls": [
+                {"name": "run_command", "arguments": {"command": "touch reviewer-was-here.txt"}},
+                {"name": "run_command", "arguments": {"command": "cat step_1.txt && echo check > \"$TMPDIR/notes\" && cat \"$TMPDIR/notes\""}},
+                {"name": "read_file", "arguments": {"path": "step_1.txt"}}
+            ]},
+            {"content": "{\"approved\": true, \"summary\": \"checked\"}"}
+        ]}),
+    ];
+    let team = team_run(&sandbox, rules, &["--sandbox", "required"]);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    let review = crate::common::read_json(
+        &team
+            .dir
+            .join("step_1/review-1/.subagent/conversations.json"),
+    );
+    let results = tool_results(&review);
+    assert_eq!(results[0]["success"], false);
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{}",
+        results[0]
+    );
+    assert!(!sandbox.ws().join("reviewer-was-here.txt").exists());
+    assert_eq!(
+        results[1]["success"], true,
+        "checks that write only to TMPDIR work: {}",
+        results[1]
+    );
+    let checked = results[1]["content"].as_str().unwrap();
+    assert!(
+        checked.contains("step_1") && checked.contains("check"),
+        "{checked}"
+    );
+    assert_eq!(results[2]["content"], "step_1");
+    assert_eq!(
+        team.record()["totals"]["sandbox"]["status"],
+        "fully_enforced"
+    );
+    assert!(
+        team.run.stderr.contains("sandbox: fully enforced"),
+        "{}",
+        team.run.stderr
+    );
+}
+
+#[test]
+fn commands_cannot_open_tcp_connections_unless_allowed() {
+    let Some(abi) = landlock_abi() else {
+        eprintln!("skipped commands_cannot_open_tcp_connections_unless_allowed: no Landlock");
+        return;
+    };
+    if abi < 4 {
+        eprintln!(
+            "skipped commands_cannot_open_tcp_connections_unless_allowed: Landlock ABI {abi} has no network rules"
+        );
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected'");
+
+    let sandbox = Sandbox::new();
+    let results = run_commands(&sandbox, &[&connect], &[]);
+    assert_eq!(results[0]["success"], false, "{}", results[0]);
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Permission denied"),
+        "{}",
+        results[0]
+    );
+
+    let sandbox = Sandbox::new();
+    let results = run_commands(&sandbox, &[&connect], &["--allow-network"]);
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("connected")
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_ok(),
+        "the listener saw the allowed connection"
+    );
+}
+
+#[test]
+fn the_api_key_never_reaches_a_child() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "env"}}]},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "looked"}}]}
+    ]}]}));
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "env",
+            "--task",
+            "print env",
+            "--model",
+            &model,
+        ])
+        .args(["--pass-env", "TROUPE_TEST_PASSED"])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .env("OPENAI_API_KEY", "sk-very-secret")
+        .env("TROUPE_TEST_PASSED", "visible")
+        .env("SOME_OTHER_SETTING", "hidden");
+    let out = run(command);
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let env = tool_results(&sandbox.transcript(1))[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !env.contains("sk-very-secret") && !env.contains("OPENAI_API_KEY"),
+        "{env}"
+    );
+    assert!(
+        !env.contains("SOME_OTHER_SETTING"),
+        "the environment is scrubbed: {env}"
+    );
+    assert!(
+        env.contains("TROUPE_TEST_PASSED=visible"),
+        "--pass-env passes: {env}"
+    );
+    assert!(env.contains("TMPDIR="), "{env}");
+
+    let mut refused = troupe();
+    refused
+        .args([
+            "spawn",
+            "--id",
+            "2",
+            "--summary",
+            "env",
+            "--task",
+            "x",
+            "--model",
+            &model,
+        ])
+        .args(["--pass-env", "OPENAI_API_KEY"])
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = run(refused);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("would hand the API key"),
+        "{}",
+        out.stderr
+    );
+}
