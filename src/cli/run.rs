@@ -11,17 +11,26 @@ use super::agent_args::AgentArgs;
 use super::model_args::ModelArgs;
 use super::plan::read_plan_file;
 use crate::llm::build_model;
-use crate::supervisor::team::{AgentSettings, TeamConfig, TeamSettings, run_team};
+use crate::supervisor::plan::Plan;
+use crate::supervisor::team::{
+    AgentSettings, Start, TeamConfig, TeamError, TeamSettings, find_run, run_team,
+};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The goal, in words; the Planner turns it into steps.
-    #[arg(value_name = "GOAL", conflicts_with = "goal_file")]
+    #[arg(value_name = "GOAL", conflicts_with_all = ["goal_file", "resume"])]
     pub goal: Option<String>,
 
     /// Read the goal from a file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub goal_file: Option<PathBuf>,
+
+    /// Continue an interrupted or failed run (its id in
+    /// sub_agent_results/, or its directory): completed steps stay, the
+    /// others run again.
+    #[arg(long, value_name = "RUN")]
+    pub resume: Option<String>,
 
     /// Run this plan (from `troupe plan`, or written by hand) instead of
     /// asking the Planner; it is validated first.
@@ -89,34 +98,24 @@ pub struct TeamArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let model_config = args.model.resolve()?;
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
-    let goal = match (&args.goal, &args.goal_file, &plan) {
-        (Some(goal), _, _) => goal.trim().to_string(),
-        (None, Some(file), _) => std::fs::read_to_string(file)
-            .map_err(|e| UsageError(format!("cannot read the goal file {}: {e}", file.display())))?
-            .trim()
-            .to_string(),
-        (None, None, Some(plan)) => plan.summary.clone(),
-        (None, None, None) => {
-            return Err(UsageError(
-                "give the goal (troupe run \"GOAL\"), --goal-file FILE or --plan FILE".into(),
-            )
-            .into());
-        }
-    };
-    if goal.is_empty() && plan.is_none() {
-        return Err(
-            UsageError("the goal is empty; say what the team should achieve".into()).into(),
-        );
-    }
     std::fs::create_dir_all(&args.workspace)
         .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
     let workspace = args
         .workspace
         .canonicalize()
         .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+    let start = match &args.resume {
+        Some(run) => Start::Resume {
+            run_dir: find_run(&workspace, run).map_err(|e| UsageError(e.to_string()))?,
+            plan,
+        },
+        None => Start::Fresh {
+            goal: goal(&args, plan.as_ref())?,
+            plan,
+        },
+    };
     let config = TeamConfig {
-        goal,
-        plan,
+        start,
         workspace,
         agents: AgentSettings {
             program: args.agent.program()?,
@@ -139,6 +138,32 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
-    let outcome = run_team(config, model).await?;
+    let outcome = run_team(config, model).await.map_err(|e| match e {
+        TeamError::Resume(e) => anyhow::Error::from(UsageError(e.to_string())),
+        other => anyhow::Error::from(other),
+    })?;
     Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// The goal from the arguments, its file, or the plan's summary.
+fn goal(args: &RunArgs, plan: Option<&Plan>) -> Result<String, UsageError> {
+    let goal = match (&args.goal, &args.goal_file, plan) {
+        (Some(goal), _, _) => goal.trim().to_string(),
+        (None, Some(file), _) => std::fs::read_to_string(file)
+            .map_err(|e| UsageError(format!("cannot read the goal file {}: {e}", file.display())))?
+            .trim()
+            .to_string(),
+        (None, None, Some(plan)) => plan.summary.clone(),
+        (None, None, None) => {
+            return Err(UsageError(
+                "give the goal (troupe run \"GOAL\"), --goal-file FILE, --plan FILE or --resume RUN".into(),
+            ));
+        }
+    };
+    if goal.is_empty() && plan.is_none() {
+        return Err(UsageError(
+            "the goal is empty; say what the team should achieve".into(),
+        ));
+    }
+    Ok(goal)
 }

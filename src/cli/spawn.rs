@@ -12,6 +12,7 @@ use super::model_args::ModelArgs;
 use crate::llm::build_model;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::signal::StopSignal;
+use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
 use crate::supervisor::{Progress, SpawnConfig, spawn_agent};
 
 #[derive(Debug, Args)]
@@ -61,22 +62,30 @@ pub struct SpawnArgs {
 pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     let model_config = args.model.resolve()?;
     let task = build_task(&args)?;
+    let stop = StopSignal::default();
     let config = SpawnConfig {
         task,
         agent_program: args.agent.program()?,
         limits: args.agent.serve_limits(),
         hygiene: args.agent.hygiene(&args.model.api_key_env)?,
-        stop: StopSignal::default(),
+        stop: stop.clone(),
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let interrupts = Interrupts::watch(stop).context("cannot watch for Ctrl-C")?;
     let progress = Progress::stderr();
-    let result = spawn_agent(config, model, &progress).await?.result;
+    let result = tokio::select! {
+        run = spawn_agent(config, model, &progress) => run?.result,
+        reason = interrupts.killed() => {
+            eprintln!("troupe: {reason}: the agent was killed; its transcript is as it last wrote it");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+    };
     let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
     println!("{json}");
-    Ok(if result.success {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    Ok(match (interrupts.interrupted(), result.success) {
+        (true, _) => ExitCode::from(EXIT_INTERRUPTED),
+        (false, true) => ExitCode::SUCCESS,
+        (false, false) => ExitCode::FAILURE,
     })
 }
 

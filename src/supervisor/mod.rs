@@ -8,6 +8,7 @@
 
 pub mod command;
 pub mod events;
+pub mod interrupt;
 pub mod plan;
 pub mod progress;
 pub mod result;

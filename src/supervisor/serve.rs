@@ -109,6 +109,9 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     };
     let pid = child.id();
     served.pid = pid;
+    if let Some(pid) = pid {
+        session::register(pid);
+    }
     let to_child = start_writer(&mut child);
     let Some(stdout) = child.stdout.take() else {
         return served.outcome(
@@ -179,6 +182,9 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
         }
     }
     let _ = child.wait().await;
+    if let Some(pid) = pid {
+        session::unregister(pid);
+    }
     served.outcome(status, error, started)
 }
 

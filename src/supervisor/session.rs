@@ -54,3 +54,37 @@ pub async fn kill_session(sid: u32, patience: Duration) -> Vec<i32> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// The sessions of the children alive right now, so a second Ctrl-C can
+/// kill them all at once. Each child is in it from spawn to reaping.
+static LIVE: std::sync::Mutex<std::collections::BTreeSet<u32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+pub fn register(sid: u32) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.insert(sid);
+    }
+}
+
+pub fn unregister(sid: u32) {
+    if let Ok(mut live) = LIVE.lock() {
+        live.remove(&sid);
+    }
+}
+
+/// SIGKILL to every live child's session, without waiting.
+pub fn kill_all_now() {
+    let live: Vec<u32> = LIVE
+        .lock()
+        .map(|live| live.iter().copied().collect())
+        .unwrap_or_default();
+    for sid in live {
+        let Ok(leader) = i32::try_from(sid) else {
+            continue;
+        };
+        let _ = killpg(Pid::from_raw(leader), Signal::SIGKILL);
+        for pid in members(sid) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}

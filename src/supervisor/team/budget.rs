@@ -32,6 +32,17 @@ impl Budget {
         }
     }
 
+    /// A budget part of which an earlier session of the run spent.
+    pub fn already_spent(self, agents: u32, usage: Usage) -> Self {
+        self.agents.store(agents, Ordering::Relaxed);
+        self.spent.prompt.store(usage.prompt, Ordering::Relaxed);
+        self.spent
+            .completion
+            .store(usage.completion, Ordering::Relaxed);
+        self.spent.total.store(usage.total, Ordering::Relaxed);
+        self
+    }
+
     /// Why no new agent may start, if that is so.
     pub fn exhausted(&self) -> Option<String> {
         if self.agents.load(Ordering::Relaxed) >= self.max_agents {

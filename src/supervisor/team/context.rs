@@ -14,6 +14,7 @@ use crate::llm::ChatModel;
 use crate::protocol::{AgentLimits, SandboxSettings};
 use crate::signal::StopSignal;
 use crate::supervisor::events::{AgentEvent, EventSink};
+use crate::supervisor::interrupt::Interrupts;
 use crate::supervisor::{Hygiene, Progress, ServeLimits};
 
 /// How each agent of the run is started and bounded.
@@ -60,7 +61,9 @@ pub struct RunContext {
     pub model: Arc<dyn ChatModel>,
     pub recorder: Recorder,
     pub budget: Budget,
+    /// Stops every agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
+    pub interrupts: Interrupts,
     pub lines: AgentLines,
 }
 

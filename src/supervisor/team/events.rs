@@ -111,6 +111,19 @@ pub enum RunEvent {
         step: String,
         reason: String,
     },
+    /// Cut short by Ctrl-C; `--resume` runs it again.
+    StepInterrupted {
+        step: String,
+        attempts: u32,
+        reason: String,
+        seconds: f64,
+    },
+    /// `troupe run --resume` picked the run up again.
+    RunResumed {
+        run_id: String,
+        /// The steps that will run again.
+        steps: Vec<String>,
+    },
     Replanning {
         round: u32,
         reason: String,
@@ -119,6 +132,10 @@ pub enum RunEvent {
     StepsReplaced {
         round: u32,
         steps: Vec<String>,
+    },
+    /// Ctrl-C or SIGTERM: no new agent starts, running ones are cancelled.
+    Interrupted {
+        reason: String,
     },
     /// A run-wide limit stopped new agents from starting.
     LimitReached {
@@ -265,6 +282,16 @@ impl RunEvent {
                 format!("{step}  {verdict}: {}", excerpt(reason, 160))
             }
             RunEvent::StepSkipped { step, reason } => format!("{step}  skipped: {reason}"),
+            RunEvent::StepInterrupted { step, reason, .. } => {
+                format!("{step}  interrupted: {reason}")
+            }
+            RunEvent::RunResumed { run_id, steps } => {
+                format!(
+                    "resuming {run_id}: {} to run again ({})",
+                    steps.len(),
+                    steps.join(", ")
+                )
+            }
             RunEvent::Replanning { round, reason } => {
                 format!("replanning (round {round}): {reason}")
             }
@@ -272,6 +299,7 @@ impl RunEvent {
                 format!("replan {round} replaces {}", steps.join(", "))
             }
             RunEvent::LimitReached { reason, .. } => format!("limit reached: {reason}"),
+            RunEvent::Interrupted { reason } => format!("{reason}: stopping every agent"),
         };
         Some(line)
     }

@@ -14,6 +14,7 @@ mod events;
 mod planner;
 mod record;
 mod recorder;
+mod resume;
 mod scheduler;
 mod step;
 mod summary;
@@ -32,16 +33,17 @@ use self::context::{AgentLines, RunContext};
 use self::events::RunEvent;
 use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
+use self::resume::ResumeError;
+pub use self::resume::find_run;
 use super::plan::{Plan, levels, render_tree};
 use crate::fsutil::write_json_atomic;
 use crate::llm::ChatModel;
 use crate::protocol::display_in;
 use crate::signal::StopSignal;
+use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
 
 pub struct TeamConfig {
-    pub goal: String,
-    /// A plan given with `--plan`; otherwise the Planner makes one.
-    pub plan: Option<Plan>,
+    pub start: Start,
     /// Canonical path of the workspace.
     pub workspace: PathBuf,
     pub agents: AgentSettings,
@@ -50,9 +52,31 @@ pub struct TeamConfig {
     pub json: bool,
 }
 
+/// A new run, or an old one picked up again.
+pub enum Start {
+    Fresh {
+        goal: String,
+        /// A plan given with `--plan`; otherwise the Planner makes one.
+        plan: Option<Plan>,
+    },
+    Resume {
+        run_dir: PathBuf,
+        /// A plan given with `--plan`, which must be the run's own.
+        plan: Option<Plan>,
+    },
+}
+
 pub struct TeamOutcome {
     pub exit_code: u8,
     pub run_dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TeamError {
+    #[error(transparent)]
+    Resume(#[from] ResumeError),
+    #[error("cannot keep the run's records: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// Exit codes (SPEC section 4).
@@ -63,62 +87,93 @@ pub const EXIT_DEADLINE: u8 = 124;
 pub async fn run_team(
     config: TeamConfig,
     model: Arc<dyn ChatModel>,
-) -> std::io::Result<TeamOutcome> {
-    let run_id = new_run_id();
-    let run_dir = config.workspace.join("sub_agent_results").join(&run_id);
-    std::fs::create_dir_all(&run_dir)?;
-    let budget = Budget::new(config.team.max_agents, config.team.max_tokens);
-    let model = budget.counting(model);
-    let record = RunRecord {
-        run_id: run_id.clone(),
-        goal: config.goal.clone(),
-        status: RunStatus::Planning,
-        reason: None,
-        workspace: config.workspace.display().to_string(),
-        run_dir: display_in(&config.workspace, &run_dir),
-        created_at: Utc::now(),
-        updated_at: Utc::now(),
-        completed_at: None,
-        plan_summary: String::new(),
-        replans: 0,
-        steps: Vec::new(),
-        totals: Totals::default(),
-        settings: serde_json::to_value(&config.team).unwrap_or_default(),
+) -> Result<TeamOutcome, TeamError> {
+    let (run_dir, record, resumed) = match &config.start {
+        Start::Fresh { goal, .. } => {
+            let run_id = new_run_id();
+            let run_dir = config.workspace.join("sub_agent_results").join(&run_id);
+            std::fs::create_dir_all(&run_dir)?;
+            let record = fresh_record(&config, &run_id, goal, &run_dir);
+            (run_dir, record, None)
+        }
+        Start::Resume { run_dir, plan } => {
+            let (record, again) =
+                resume::load(run_dir, plan.as_ref(), config.team.accept_unreviewed)?;
+            (run_dir.clone(), record, Some(again))
+        }
     };
+    let budget = Budget::new(config.team.max_agents, config.team.max_tokens)
+        .already_spent(record.totals.agents, record.totals.token_usage);
+    let model = budget.counting(model);
+    let settings = serde_json::to_value(&config.team).unwrap_or_default();
     let recorder = Recorder::create(&run_dir, record, config.json)?;
-    let verbose = config.team.verbose;
+    let stop = StopSignal::default();
+    let interrupts = Interrupts::watch(stop.clone())?;
     let ctx = RunContext {
-        goal: config.goal.clone(),
+        goal: recorder.with(|run| run.goal.clone()).unwrap_or_default(),
         workspace: config.workspace.clone(),
         run_dir: run_dir.clone(),
+        lines: AgentLines::new(config.team.verbose),
         agents: config.agents,
         team: config.team,
         model,
         recorder,
         budget,
-        stop: StopSignal::default(),
-        lines: AgentLines::new(verbose),
+        stop,
+        interrupts,
     };
-    let event = RunEvent::RunStarted {
-        run_id,
-        goal: ctx.goal.clone(),
-        run_dir: ctx.show(&run_dir),
-    };
-    ctx.recorder.emit(event, |_| {});
-
     let mut planner = Planner::new(
         ctx.model.clone(),
         ctx.agents.prompts_dir.clone(),
         Some(run_dir.join("planner").join("conversations.json")),
     );
-    let plan = match config.plan {
-        Some(plan) => plan,
-        None => match planner.plan(&ctx.goal).await {
-            Ok(plan) => plan,
-            Err(failure) => return Ok(invalid_plan(&ctx, failure)),
-        },
-    };
-    start(&ctx, &plan)?;
+    match (config.start, resumed) {
+        (Start::Fresh { plan, .. }, _) => {
+            let event = RunEvent::RunStarted {
+                run_id: ctx
+                    .recorder
+                    .with(|run| run.run_id.clone())
+                    .unwrap_or_default(),
+                goal: ctx.goal.clone(),
+                run_dir: ctx.show(&run_dir),
+            };
+            ctx.recorder.emit(event, |_| {});
+            let plan = match plan {
+                Some(plan) => plan,
+                None => match ctx.stop.race(planner.plan(&ctx.goal)).await {
+                    Ok(Ok(plan)) => plan,
+                    Ok(Err(failure)) => return Ok(invalid_plan(&ctx, failure)),
+                    Err(_) => return Ok(finish(&ctx)),
+                },
+            };
+            start(&ctx, &plan)?;
+        }
+        (Start::Resume { .. }, again) => {
+            let event = RunEvent::RunResumed {
+                run_id: ctx
+                    .recorder
+                    .with(|run| run.run_id.clone())
+                    .unwrap_or_default(),
+                steps: again.unwrap_or_default(),
+            };
+            ctx.recorder.emit(event, |run| run.settings = settings);
+            let tree = ctx.recorder.with(|run| {
+                let plan = Plan {
+                    summary: run.plan_summary.clone(),
+                    steps: run
+                        .steps
+                        .iter()
+                        .filter(|s| s.status != StepStatus::Replaced)
+                        .map(StepRecord::step)
+                        .collect(),
+                };
+                render_tree(&plan, |id| {
+                    run.step(id).map(|s| s.status.as_str().to_string())
+                })
+            });
+            eprint!("{}", tree.unwrap_or_default());
+        }
+    }
     if let Some(deadline) = ctx.team.deadline {
         let stop = ctx.stop.clone();
         tokio::spawn(async move {
@@ -129,8 +184,37 @@ pub async fn run_team(
             ));
         });
     }
-    scheduler::schedule(&ctx, &mut planner).await;
+    tokio::select! {
+        () = scheduler::schedule(&ctx, &mut planner) => {}
+        // A second Ctrl-C: every child is already killed; what was running
+        // is recorded as interrupted by `finish`.
+        _ = ctx.interrupts.killed() => {}
+    }
     Ok(finish(&ctx))
+}
+
+fn fresh_record(
+    config: &TeamConfig,
+    run_id: &str,
+    goal: &str,
+    run_dir: &std::path::Path,
+) -> RunRecord {
+    RunRecord {
+        run_id: run_id.to_string(),
+        goal: goal.to_string(),
+        status: RunStatus::Planning,
+        reason: None,
+        workspace: config.workspace.display().to_string(),
+        run_dir: display_in(&config.workspace, run_dir),
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+        completed_at: None,
+        plan_summary: String::new(),
+        replans: 0,
+        steps: Vec::new(),
+        totals: Totals::default(),
+        settings: serde_json::to_value(&config.team).unwrap_or_default(),
+    }
 }
 
 /// Records the plan and prints it.
@@ -186,15 +270,23 @@ fn finish(ctx: &RunContext) -> TeamOutcome {
             })
         })
         .unwrap_or(false);
-    let (status, exit_code) = match (ctx.stop.reason(), all_done) {
-        (Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
-        (None, true) => (RunStatus::Completed, 0),
-        (None, false) => (RunStatus::Failed, EXIT_FAILED),
+    let interrupted = ctx.interrupts.interrupted();
+    let (status, exit_code) = match (interrupted, ctx.stop.reason(), all_done) {
+        (true, _, _) => (RunStatus::Interrupted, EXIT_INTERRUPTED),
+        (false, Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
+        (false, None, true) => (RunStatus::Completed, 0),
+        (false, None, false) => (RunStatus::Failed, EXIT_FAILED),
     };
     let usage = ctx.budget.usage();
     let agents = ctx.budget.agents();
     let seconds = crate::protocol::round_seconds(ctx.recorder.elapsed_seconds());
     ctx.recorder.update(|run| {
+        if interrupted {
+            let cut = [StepStatus::Running, StepStatus::Reviewing];
+            for step in run.steps.iter_mut().filter(|s| cut.contains(&s.status)) {
+                step.status = StepStatus::Interrupted;
+            }
+        }
         run.status = status;
         run.completed_at = Some(Utc::now());
         run.totals.token_usage = usage;

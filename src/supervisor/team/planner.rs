@@ -30,20 +30,28 @@ pub struct Planner {
 }
 
 impl Planner {
+    /// A planner whose conversation is kept in `transcript`; a run being
+    /// resumed continues the conversation already there.
     pub fn new(
         model: Arc<dyn ChatModel>,
         prompts_dir: Option<PathBuf>,
         transcript: Option<PathBuf>,
     ) -> Self {
-        Planner {
-            model,
-            prompts_dir,
-            conversation: Conversation::new(
+        let earlier = transcript
+            .as_deref()
+            .and_then(|path| crate::transcript::load(path).ok());
+        let conversation = earlier.unwrap_or_else(|| {
+            Conversation::new(
                 AgentId::new("planner"),
                 "planner".to_string(),
                 AgentRole::Planner,
                 "plan the run".to_string(),
-            ),
+            )
+        });
+        Planner {
+            model,
+            prompts_dir,
+            conversation,
             transcript,
         }
     }

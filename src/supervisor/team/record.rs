@@ -32,6 +32,8 @@ pub enum StepStatus {
     Unreviewed,
     /// Dropped by a replan, which planned the rest of the work anew.
     Replaced,
+    /// Stopped by Ctrl-C or SIGTERM on troupe; `--resume` runs it again.
+    Interrupted,
 }
 
 impl StepStatus {
@@ -45,6 +47,7 @@ impl StepStatus {
             StepStatus::Skipped => "skipped",
             StepStatus::Unreviewed => "unreviewed",
             StepStatus::Replaced => "replaced",
+            StepStatus::Interrupted => "interrupted",
         }
     }
 }
@@ -60,6 +63,8 @@ pub enum RunStatus {
     /// was invalid.
     Failed,
     DeadlineExceeded,
+    /// Stopped by Ctrl-C or SIGTERM; `troupe run --resume` continues it.
+    Interrupted,
 }
 
 impl RunStatus {
@@ -70,6 +75,7 @@ impl RunStatus {
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::DeadlineExceeded => "deadline_exceeded",
+            RunStatus::Interrupted => "interrupted",
         }
     }
 }
@@ -154,6 +160,16 @@ impl StepRecord {
         }
     }
 
+    /// The plan step this record was made from.
+    pub fn step(&self) -> Step {
+        Step {
+            id: self.id.clone(),
+            description: self.description.clone(),
+            kind: self.kind.clone(),
+            dependencies: self.dependencies.clone(),
+        }
+    }
+
     /// The last approved (or accepted) worker's report, for dependents.
     pub fn delivered(&self) -> Option<&AgentRecord> {
         self.attempts.last().and_then(|a| a.worker.as_ref())
@@ -232,6 +248,7 @@ pub struct Totals {
     pub skipped: usize,
     pub unreviewed: usize,
     pub replaced: usize,
+    pub interrupted: usize,
     pub agents: u32,
     /// Every token of the run, the planner's included.
     pub token_usage: Usage,
@@ -277,6 +294,7 @@ impl RunRecord {
             skipped: count(StepStatus::Skipped),
             unreviewed: count(StepStatus::Unreviewed),
             replaced: count(StepStatus::Replaced),
+            interrupted: count(StepStatus::Interrupted),
             ..self.totals.clone()
         };
         self.totals = totals;

@@ -71,7 +71,11 @@ pub async fn schedule(ctx: &RunContext, planner: &mut Planner) {
             }
             reason = ctx.stop.stopped(), if !stop_noted => {
                 stop_noted = true;
-                let event = RunEvent::LimitReached { limit: "deadline".to_string(), reason: reason.clone() };
+                let event = if ctx.interrupts.interrupted() {
+                    RunEvent::Interrupted { reason: reason.clone() }
+                } else {
+                    RunEvent::LimitReached { limit: "deadline".to_string(), reason: reason.clone() }
+                };
                 ctx.recorder.emit(event, |run| run.reason = Some(reason));
             }
         }
@@ -128,6 +132,18 @@ fn finish(ctx: &RunContext, id: &str, end: StepEnd) {
             },
             StepStatus::Completed,
             None,
+        ),
+        // A step cut short by Ctrl-C is not a failure of the step:
+        // `--resume` runs it again.
+        StepEnd::Failed(reason) if ctx.interrupts.interrupted() => (
+            RunEvent::StepInterrupted {
+                step,
+                attempts,
+                reason: reason.clone(),
+                seconds,
+            },
+            StepStatus::Interrupted,
+            Some(reason),
         ),
         StepEnd::Failed(reason) => (
             RunEvent::StepFailed {
@@ -345,8 +361,12 @@ fn skip_dependents(ctx: &RunContext, failed: &str) {
     }
 }
 
-/// Whatever is still pending when nothing more can start.
+/// Whatever is still pending when nothing more can start; after Ctrl-C
+/// they stay pending, for `--resume`.
 fn skip_leftovers(ctx: &RunContext) {
+    if ctx.interrupts.interrupted() {
+        return;
+    }
     let pending: Vec<String> = ctx
         .recorder
         .with(|run| {

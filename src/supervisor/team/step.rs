@@ -40,10 +40,27 @@ pub async fn run_step(ctx: &RunContext, id: String) -> (String, StepEnd) {
 }
 
 async fn drive(ctx: &RunContext, id: &str) -> StepEnd {
-    let last = 1 + ctx.team.max_retries;
-    let mut feedback: Option<VerdictReport> = None;
-    for attempt in 1..=last {
-        if attempt > 1 {
+    // A resumed step keeps its earlier attempts: new ones are numbered after
+    // them, and the last rejection is the first feedback.
+    let (before, mut feedback) = ctx
+        .recorder
+        .with(|run| {
+            run.step(id).map(|step| {
+                let last_verdict = step
+                    .attempts
+                    .last()
+                    .and_then(|a| a.reviews.last())
+                    .and_then(|r| r.verdict.clone())
+                    .filter(|v| !v.approved);
+                (step.attempts.len() as u32, last_verdict)
+            })
+        })
+        .flatten()
+        .unwrap_or((0, None));
+    let first = before + 1;
+    let last = first + ctx.team.max_retries;
+    for attempt in first..=last {
+        if attempt > first {
             let event = RunEvent::StepRetry {
                 step: id.to_string(),
                 attempt,
@@ -75,7 +92,8 @@ async fn drive(ctx: &RunContext, id: &str) -> StepEnd {
                 }
                 if attempt == last {
                     return StepEnd::Failed(format!(
-                        "rejected {attempt} times (--max-retries {}); last issue: {issue}",
+                        "rejected {} times (--max-retries {}); last issue: {issue}",
+                        attempt - before,
                         ctx.team.max_retries
                     ));
                 }

@@ -54,6 +54,12 @@ pub fn summary_table(run: &RunRecord) -> String {
         t.token_usage.total,
         t.runtime_seconds
     ));
+    if t.interrupted > 0 {
+        out.push_str(&format!(
+            "  {} steps were interrupted; `troupe run --resume {}` continues the run\n",
+            t.interrupted, run.run_id
+        ));
+    }
     if let Some(reason) = &run.reason {
         out.push_str(&format!("  {reason}\n"));
     }

@@ -1,0 +1,100 @@
+//! `troupe run --resume RUN`: a run's records read back, checked against
+//! its plan, and every step that did not complete set to run again.
+//! Completed steps stay, with their results, which feed their dependents
+//! as before; earlier attempts stay in the record and new ones are
+//! numbered after them.
+
+use std::path::{Path, PathBuf};
+
+use super::record::{RunRecord, RunStatus, StepStatus};
+use crate::supervisor::plan::{Plan, parse_plan};
+
+/// Why a run cannot be resumed: the user's to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot resume {dir}: {reason}")]
+pub struct ResumeError {
+    pub dir: String,
+    pub reason: String,
+}
+
+/// The run directory `run` names: a path to one, or a run id in the
+/// workspace's `sub_agent_results/`.
+pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
+    let given = PathBuf::from(run);
+    let candidates = [given.clone(), workspace.join("sub_agent_results").join(run)];
+    candidates
+        .into_iter()
+        .find(|dir| dir.join("run.json").is_file())
+        .ok_or_else(|| ResumeError {
+            dir: run.to_string(),
+            reason: format!(
+                "no run.json there, nor in {}; give a run id from sub_agent_results/ or a run directory",
+                workspace.join("sub_agent_results").display()
+            ),
+        })
+}
+
+/// The run's record, ready to go on: the plan checked, the steps that did
+/// not complete pending again. `plan_file` is a plan given on the command
+/// line, which must be the run's own.
+pub fn load(
+    run_dir: &Path,
+    plan_file: Option<&Plan>,
+    accept_unreviewed: bool,
+) -> Result<(RunRecord, Vec<String>), ResumeError> {
+    let fail = |reason: String| ResumeError {
+        dir: run_dir.display().to_string(),
+        reason,
+    };
+    let text = std::fs::read_to_string(run_dir.join("run.json"))
+        .map_err(|e| fail(format!("cannot read run.json: {e}")))?;
+    let mut record: RunRecord =
+        serde_json::from_str(&text).map_err(|e| fail(format!("run.json is not valid: {e}")))?;
+    let plan_text = std::fs::read_to_string(run_dir.join("plan.json"))
+        .map_err(|e| fail(format!("cannot read plan.json: {e}")))?;
+    let plan = parse_plan(&plan_text)
+        .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?;
+    if !same_steps(&plan, &record) {
+        return Err(fail(
+            "its plan.json changed since the run started; resuming would mix two plans. Start a new run with --plan".to_string(),
+        ));
+    }
+    if let Some(given) = plan_file
+        && given.steps != plan.steps
+    {
+        return Err(fail(
+            "the plan given with --plan is not this run's plan; start a new run with it instead"
+                .to_string(),
+        ));
+    }
+    let mut again = Vec::new();
+    for step in &mut record.steps {
+        let done = step.status == StepStatus::Completed
+            || step.status == StepStatus::Replaced
+            || (accept_unreviewed && step.status == StepStatus::Unreviewed);
+        if !done {
+            step.status = StepStatus::Pending;
+            step.reason = None;
+            step.started_at = None;
+            step.completed_at = None;
+            step.duration_seconds = None;
+            again.push(step.id.clone());
+        }
+    }
+    record.status = RunStatus::Running;
+    record.reason = None;
+    record.completed_at = None;
+    Ok((record, again))
+}
+
+/// Whether the first plan's steps in the record are the plan's.
+fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
+    let recorded: Vec<_> = record.steps.iter().filter(|s| s.round == 0).collect();
+    recorded.len() == plan.steps.len()
+        && recorded.iter().zip(&plan.steps).all(|(r, p)| {
+            r.id == p.id
+                && r.description == p.description
+                && r.kind == p.kind
+                && r.dependencies == p.dependencies
+        })
+}
