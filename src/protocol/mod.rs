@@ -5,6 +5,8 @@
 
 pub mod codec;
 pub mod messages;
+#[cfg(test)]
+mod proptests;
 pub mod sandbox;
 pub mod status;
 pub mod task;

@@ -9,6 +9,7 @@
 mod common;
 
 mod fake_children;
+mod faults;
 mod http_client;
 mod sandbox;
 mod spawn_result;

@@ -9,6 +9,8 @@
 
 mod levels;
 mod parse;
+#[cfg(test)]
+mod proptests;
 mod render;
 
 use serde::{Deserialize, Serialize};
