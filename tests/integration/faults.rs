@@ -372,3 +372,27 @@ exec {real} "$@""#
         "the rest of the plan ran"
     );
 }
+
+#[test]
+fn ctrl_c_stops_a_spawned_agent_and_keeps_its_transcript() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "begun.txt", "content": "x"}}]},
+        {"delay_ms": 30000, "content": "never"}
+    ]}]}));
+    let mut command = troupe();
+    command
+        .args(["spawn", "--id", "1", "--summary", "s", "--task", "t", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().unwrap();
+    wait_for("the first file", || sandbox.ws().join("begun.txt").exists());
+    signal(&child, "-INT");
+    assert_eq!(wait_exit(&mut child), 130);
+    let result: Value = serde_json::from_reader(child.stdout.take().unwrap()).unwrap();
+    assert_eq!(result["status"], "terminated");
+    assert_eq!(sandbox.transcript(1)["status"], "terminated");
+}
