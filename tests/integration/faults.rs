@@ -382,7 +382,17 @@ fn ctrl_c_stops_a_spawned_agent_and_keeps_its_transcript() {
     ]}]}));
     let mut command = troupe();
     command
-        .args(["spawn", "--id", "1", "--summary", "s", "--task", "t", "--model", &model])
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "s",
+            "--task",
+            "t",
+            "--model",
+            &model,
+        ])
         .arg("--workspace")
         .arg(sandbox.ws())
         .stdin(Stdio::null())
