@@ -48,6 +48,7 @@ impl CallRunner {
             results.extend(join_all(batch.iter().map(|call| self.run_one(call))).await);
             rest = after;
         }
+        self.out.send(&FromChild::Stats(self.stats.snapshot()));
         results
     }
 

@@ -6,6 +6,8 @@
 //! deadline passed.
 
 mod agent_args;
+mod agents;
+mod background;
 pub mod model_args;
 mod plan;
 mod run;
@@ -54,6 +56,15 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Check a plan file strictly and print its levels; exit 2 when invalid.
     Validate(plan::ValidateArgs),
+    /// Show spawned agents: status, runtime, counters, last action. An
+    /// agent whose supervisor died without a final word is `lost`.
+    Status(agents::StatusArgs),
+    /// Wait until the agents end, then print each one's result object;
+    /// exit 1 if any did not complete, 124 on --timeout.
+    Wait(agents::WaitArgs),
+    /// Stop a running agent: cancel, grace period, kill; its partial
+    /// results and transcript are kept.
+    Terminate(agents::TerminateArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -81,6 +92,9 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::Plan(args) => plan::plan(args).await,
             Command::Validate(args) => plan::validate(args),
+            Command::Status(args) => agents::status(args),
+            Command::Wait(args) => agents::wait(args).await,
+            Command::Terminate(args) => agents::terminate(args).await,
         }
     });
     match outcome {

@@ -1,4 +1,5 @@
-//! `troupe spawn`: one agent, blocking, its result object on stdout.
+//! `troupe spawn`: one agent, its result object on stdout; or, with
+//! `--background`, a detached supervisor for it and an answer at once.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,10 +11,15 @@ use super::UsageError;
 use super::agent_args::AgentArgs;
 use super::model_args::ModelArgs;
 use crate::llm::build_model;
+use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::signal::StopSignal;
 use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
-use crate::supervisor::{Progress, SpawnConfig, spawn_agent};
+use crate::supervisor::notify::on_finish;
+use crate::supervisor::registry::{self, AgentLock, Holder};
+use crate::supervisor::spawn::{prepare, run_prepared};
+use crate::supervisor::status::StatusTracker;
+use crate::supervisor::{Progress, SpawnConfig};
 
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
@@ -52,6 +58,26 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "N")]
     pub max_tokens: Option<u64>,
 
+    /// Return at once with status "running": a detached supervisor runs
+    /// the agent (its output in the agent's .subagent/supervisor.log).
+    /// Follow it with `troupe status`, `wait`, `terminate`, `show`.
+    #[arg(long)]
+    pub background: bool,
+
+    /// Agents that may run at once in the results directory; a background
+    /// spawn beyond it is refused.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub max_concurrent: usize,
+
+    /// When the agent ends, run this shell command with the result file's
+    /// path as its argument ($1) and in $TROUPE_RESULT.
+    #[arg(long, value_name = "CMD")]
+    pub on_finish: Option<String>,
+
+    /// Supervise the agent of this task file: what --background starts.
+    #[arg(long, value_name = "TASK", hide = true)]
+    pub supervise: Option<PathBuf>,
+
     #[command(flatten)]
     pub agent: AgentArgs,
 
@@ -61,8 +87,43 @@ pub struct SpawnArgs {
 
 pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     let model_config = args.model.resolve()?;
+    if let Some(task_path) = &args.supervise {
+        let task = load_task(task_path)?;
+        return supervise(&args, model_config, task, true).await;
+    }
     let task = build_task(&args)?;
+    let results = task.workspace.join("sub_agent_results");
+    let id = task.agent_id.to_string();
+    let max = args.background.then_some(args.max_concurrent);
+    registry::check_new(&results, &id, &task.agent_dir, max)
+        .map_err(|e| UsageError(e.to_string()))?;
+    prepare(&task, &Progress::stderr())?;
+    registry::index(&results, &id, &task.agent_dir)?;
+    if args.background {
+        return super::background::launch(&task);
+    }
+    supervise(&args, model_config, task, false).await
+}
+
+/// Runs the prepared agent under this process, holding its directory, and
+/// prints its result object.
+async fn supervise(
+    args: &SpawnArgs,
+    model_config: crate::llm::ModelConfig,
+    task: TaskFile,
+    background: bool,
+) -> anyhow::Result<ExitCode> {
+    let holder = Holder {
+        agent_id: task.agent_id.to_string(),
+        pid: std::process::id(),
+    };
+    let _lock =
+        AgentLock::acquire(&task.agent_dir, &holder).map_err(|e| UsageError(e.to_string()))?;
+    let progress = Progress::stderr();
+    let tracker = StatusTracker::start(&task, background, &progress)
+        .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;
     let stop = StopSignal::default();
+    let result_path = task.subagent_dir().join("result.json");
     let config = SpawnConfig {
         task,
         agent_program: args.agent.program()?,
@@ -72,20 +133,35 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
     let interrupts = Interrupts::watch(stop).context("cannot watch for Ctrl-C")?;
-    let progress = Progress::stderr();
     let result = tokio::select! {
-        run = spawn_agent(config, model, &progress) => run?.result,
+        run = run_prepared(config, model, &tracker) => run?.result,
         reason = interrupts.killed() => {
+            tracker.finish(AgentStatus::Terminated);
             eprintln!("troupe: {reason}: the agent was killed; its transcript is as it last wrote it");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
     };
+    tracker.finish(result.status);
     let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
     println!("{json}");
+    if let Some(command) = &args.on_finish {
+        on_finish(command, &result_path);
+    }
     Ok(match (interrupts.interrupted(), result.success) {
         (true, _) => ExitCode::from(EXIT_INTERRUPTED),
         (false, true) => ExitCode::SUCCESS,
         (false, false) => ExitCode::FAILURE,
+    })
+}
+
+fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read the task file {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "the task file {} is not valid: {e}",
+            path.display()
+        ))
     })
 }
 

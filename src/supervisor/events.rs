@@ -6,12 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::protocol::{AgentStatus, SandboxReport};
+use crate::protocol::{AgentStats, AgentStatus, SandboxReport};
 
 #[derive(Debug, Clone)]
 pub enum AgentEvent<'a> {
     Started {
         pid: u32,
+    },
+    /// The child's counters, as it reported them.
+    Stats {
+        stats: &'a AgentStats,
     },
     /// What the child's sandbox enforces, from its `hello`.
     Sandbox {

@@ -9,13 +9,16 @@
 pub mod command;
 pub mod events;
 pub mod interrupt;
+pub mod notify;
 pub mod plan;
 pub mod progress;
+pub mod registry;
 pub mod result;
 pub mod serve;
 mod served;
 pub mod session;
 pub mod spawn;
+pub mod status;
 pub mod team;
 
 pub use command::Hygiene;

@@ -173,6 +173,12 @@ impl<'r, 'a> Served<'r, 'a> {
             stats.sandbox = self.child_stats.sandbox.take();
         }
         self.child_stats = stats;
+        self.run.events.event(
+            self.run.name,
+            AgentEvent::Stats {
+                stats: &self.child_stats,
+            },
+        );
     }
 
     pub(super) fn answer(

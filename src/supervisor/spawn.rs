@@ -50,14 +50,24 @@ pub enum SpawnError {
     },
 }
 
+/// One agent in a fresh directory: `prepare`, then `run_prepared`.
 pub async fn spawn_agent(
+    config: SpawnConfig,
+    model: Arc<dyn ChatModel>,
+    events: &dyn EventSink,
+) -> Result<AgentRun, SpawnError> {
+    prepare(&config.task, events)?;
+    run_prepared(config, model, events).await
+}
+
+/// Runs the agent whose directory and task file `prepare` made.
+pub async fn run_prepared(
     config: SpawnConfig,
     model: Arc<dyn ChatModel>,
     events: &dyn EventSink,
 ) -> Result<AgentRun, SpawnError> {
     let task = &config.task;
     let name = task.agent_id.to_string();
-    prepare(task, events, &name)?;
     let spec = ChildSpec {
         program: config.agent_program.clone(),
         task_path: task.subagent_dir().join("task.json"),
@@ -112,7 +122,8 @@ pub async fn spawn_agent(
 /// Makes the agent's directory and writes its task file. An earlier run's
 /// `.subagent/` is renamed to `.subagent-<time>` first, so nothing of it is
 /// lost.
-fn prepare(task: &TaskFile, events: &dyn EventSink, name: &str) -> Result<(), SpawnError> {
+pub fn prepare(task: &TaskFile, events: &dyn EventSink) -> Result<(), SpawnError> {
+    let name = task.agent_id.to_string();
     let fail = |path: &Path| {
         let path = path.to_path_buf();
         move |source| SpawnError::Prepare { path, source }
@@ -130,7 +141,7 @@ fn prepare(task: &TaskFile, events: &dyn EventSink, name: &str) -> Result<(), Sp
             aside.display()
         );
         events.event(
-            name,
+            &name,
             super::events::AgentEvent::Warning { message: &message },
         );
     }

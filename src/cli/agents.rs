@@ -1,0 +1,361 @@
+//! `troupe status`, `wait` and `terminate`: spawned agents, seen and
+//! stopped from another shell.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::UsageError;
+use crate::protocol::{AgentStatus, SUBAGENT_DIR};
+use crate::supervisor::registry;
+use crate::supervisor::status::StatusFile;
+
+/// Where agents and runs are: a workspace's `sub_agent_results/`, or a
+/// results directory named outright.
+#[derive(Debug, Clone, Args)]
+pub struct Place {
+    /// The workspace whose sub_agent_results/ holds the agents and runs.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+
+    /// The results directory itself (instead of <workspace>/sub_agent_results).
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+}
+
+impl Place {
+    pub fn results(&self) -> PathBuf {
+        self.results
+            .clone()
+            .unwrap_or_else(|| self.workspace.join("sub_agent_results"))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Agent ids (default: every agent in the results directory).
+    #[arg(value_name = "ID")]
+    pub ids: Vec<String>,
+
+    /// Print the seed's get_sub_agent_status object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The agents to wait for.
+    #[arg(value_name = "ID", required = true)]
+    pub ids: Vec<String>,
+
+    /// Give up after this many seconds (exit code 124).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+#[derive(Debug, Args)]
+pub struct TerminateArgs {
+    /// The agent to stop.
+    #[arg(value_name = "ID")]
+    pub id: String,
+
+    /// Seconds to wait for the agent to stop before killing it outright.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub patience: u64,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+/// The seed's answer to get_sub_agent_status.
+#[derive(Serialize)]
+struct StatusAnswer {
+    success: bool,
+    agents: Vec<Seen>,
+}
+
+/// One agent as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+struct Seen {
+    agent_id: Value,
+    summary: String,
+    /// The agent's status, `lost` when its supervisor died without a final
+    /// word, or `unknown` when there is no such agent.
+    status: String,
+    runtime_seconds: f64,
+    files_read: u64,
+    searches: u64,
+    web_pages: u64,
+    commands: u64,
+    token_usage: Value,
+    last_action: String,
+    deliverables_dir: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supervisor_pid: Option<u32>,
+}
+
+fn agent_id_value(id: &str) -> Value {
+    id.parse::<u64>()
+        .map(Value::from)
+        .unwrap_or_else(|_| Value::from(id))
+}
+
+fn look(results: &Path, id: &str) -> Seen {
+    let dir = registry::agent_dir(results, id);
+    let held = registry::is_held(&dir);
+    let Some(file) = StatusFile::load(&dir.join(SUBAGENT_DIR)) else {
+        return Seen {
+            agent_id: agent_id_value(id),
+            summary: String::new(),
+            status: "unknown".to_string(),
+            runtime_seconds: 0.0,
+            files_read: 0,
+            searches: 0,
+            web_pages: 0,
+            commands: 0,
+            token_usage: Value::Null,
+            last_action: format!("no agent {id} in {}", results.display()),
+            deliverables_dir: String::new(),
+            supervisor_pid: None,
+        };
+    };
+    let running = file.status == AgentStatus::Running;
+    let status = match (running, held) {
+        (true, false) => "lost".to_string(),
+        _ => file.status.to_string(),
+    };
+    let runtime = if running && held {
+        crate::protocol::round_seconds(
+            (chrono::Utc::now() - file.started_at).num_milliseconds() as f64 / 1000.0,
+        )
+    } else {
+        file.runtime_seconds
+    };
+    Seen {
+        agent_id: agent_id_value(id),
+        summary: file.summary,
+        status,
+        runtime_seconds: runtime,
+        files_read: file.files_read,
+        searches: file.searches,
+        web_pages: file.web_pages,
+        commands: file.commands,
+        token_usage: serde_json::to_value(file.token_usage).unwrap_or_default(),
+        last_action: file.last_action,
+        deliverables_dir: file.deliverables_dir,
+        supervisor_pid: running.then_some(file.supervisor_pid),
+    }
+}
+
+pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let results = args.place.results();
+    let ids = if args.ids.is_empty() {
+        registry::known_ids(&results)
+    } else {
+        args.ids.clone()
+    };
+    let agents: Vec<Seen> = ids.iter().map(|id| look(&results, id)).collect();
+    let unknown = agents.iter().any(|a| a.status == "unknown");
+    if args.json {
+        let out = StatusAnswer {
+            success: !unknown,
+            agents,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", table(&agents));
+    }
+    Ok(if unknown {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn table(agents: &[Seen]) -> String {
+    if agents.is_empty() {
+        return "no agents\n".to_string();
+    }
+    let rows: Vec<[String; 7]> = agents
+        .iter()
+        .map(|a| {
+            [
+                a.agent_id.to_string().trim_matches('"').to_string(),
+                a.status.clone(),
+                format!("{:.1} s", a.runtime_seconds),
+                a.files_read.to_string(),
+                a.commands.to_string(),
+                a.token_usage["total"].as_u64().unwrap_or(0).to_string(),
+                crate::text::excerpt(&a.last_action, 60),
+            ]
+        })
+        .collect();
+    let header = [
+        "agent",
+        "status",
+        "runtime",
+        "read",
+        "commands",
+        "tokens",
+        "last action",
+    ]
+    .map(str::to_string);
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 7]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:w$}"))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(&header);
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+fn ended(seen: &Seen) -> bool {
+    seen.status != "running"
+}
+
+pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
+    let results = args.place.results();
+    let give_up = args
+        .timeout
+        .map(|secs| Instant::now() + Duration::from_secs(secs));
+    loop {
+        let seen: Vec<Seen> = args.ids.iter().map(|id| look(&results, id)).collect();
+        if let Some(unknown) = seen.iter().find(|s| s.status == "unknown") {
+            return Err(UsageError(unknown.last_action.clone()).into());
+        }
+        if seen.iter().all(ended) {
+            let mut all_completed = true;
+            for (id, agent) in args.ids.iter().zip(&seen) {
+                all_completed &= agent.status == "completed";
+                let result = std::fs::read_to_string(
+                    registry::agent_dir(&results, id)
+                        .join(SUBAGENT_DIR)
+                        .join("result.json"),
+                );
+                match result.ok().filter(|_| agent.status != "lost") {
+                    Some(text) => print!("{text}"),
+                    None => println!("{}", serde_json::to_string_pretty(agent)?),
+                }
+            }
+            return Ok(if all_completed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        if give_up.is_some_and(|at| Instant::now() >= at) {
+            let running: Vec<&str> = args
+                .ids
+                .iter()
+                .zip(&seen)
+                .filter(|(_, s)| !ended(s))
+                .map(|(id, _)| id.as_str())
+                .collect();
+            eprintln!(
+                "troupe: still running after {} s: {}",
+                args.timeout.unwrap_or(0),
+                running.join(", ")
+            );
+            return Ok(ExitCode::from(124));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The seed's answer to terminate_sub_agent.
+#[derive(Serialize)]
+struct Terminated {
+    success: bool,
+    agent_id: Value,
+    status: String,
+    message: String,
+    partial_results: bool,
+    deliverables_dir: String,
+}
+
+pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
+    let results = args.place.results();
+    let dir = registry::agent_dir(&results, &args.id);
+    let before = look(&results, &args.id);
+    if before.status == "unknown" {
+        return Err(UsageError(before.last_action).into());
+    }
+    let holder = registry::holder(&dir).filter(|_| registry::is_held(&dir));
+    let Some(holder) = holder else {
+        let answer = Terminated {
+            success: false,
+            agent_id: before.agent_id.clone(),
+            status: before.status.clone(),
+            message: format!(
+                "Sub-agent {} is not running (status {})",
+                args.id, before.status
+            ),
+            partial_results: has_results(&dir),
+            deliverables_dir: before.deliverables_dir,
+        };
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(ExitCode::FAILURE);
+    };
+    let supervisor = Pid::from_raw(i32::try_from(holder.pid).unwrap_or(i32::MAX));
+    let _ = kill(supervisor, Signal::SIGTERM);
+    let give_up = Instant::now() + Duration::from_secs(args.patience);
+    while registry::is_held(&dir) && Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut message = format!("Sub-agent {} was terminated", args.id);
+    if registry::is_held(&dir) {
+        let _ = kill(supervisor, Signal::SIGKILL);
+        if let Some(agent) = StatusFile::load(&dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid) {
+            crate::supervisor::session::kill_session(agent, Duration::from_secs(3)).await;
+        }
+        message = format!(
+            "Sub-agent {} did not stop within {} s and was killed",
+            args.id, args.patience
+        );
+    }
+    let after = look(&results, &args.id);
+    let answer = Terminated {
+        success: true,
+        agent_id: after.agent_id,
+        status: "terminated".to_string(),
+        message,
+        partial_results: has_results(&dir),
+        deliverables_dir: after.deliverables_dir,
+    };
+    println!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the agent left anything: a deliverable, or a transcript past its
+/// opening messages.
+fn has_results(agent_dir: &Path) -> bool {
+    let workspace = agent_dir.parent().unwrap_or(agent_dir);
+    let delivered = !crate::fsutil::deliverable_files(workspace, agent_dir).is_empty();
+    let talked = crate::transcript::load(&agent_dir.join(SUBAGENT_DIR).join("conversations.json"))
+        .is_ok_and(|c| c.messages.len() > 2);
+    delivered || talked
+}

@@ -1,0 +1,22 @@
+//! `--on-finish CMD`: tell a script that an agent or a run has ended.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Runs `command` through `sh -c` with `result` as `$1` and in
+/// `$TROUPE_RESULT`, and waits for it; a failure is reported, not fatal.
+pub fn on_finish(command: &str, result: &Path) {
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} \"$1\""))
+        .arg("troupe-on-finish")
+        .arg(result)
+        .env("TROUPE_RESULT", result)
+        .stdin(Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(status) => eprintln!("troupe: --on-finish `{command}` ended with {status}"),
+        Err(e) => eprintln!("troupe: cannot run --on-finish `{command}`: {e}"),
+    }
+}
