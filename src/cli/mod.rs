@@ -11,6 +11,7 @@ mod background;
 pub mod model_args;
 mod plan;
 mod run;
+mod show;
 mod spawn;
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,12 @@ enum Command {
     /// Stop a running agent: cancel, grace period, kill; its partial
     /// results and transcript are kept.
     Terminate(agents::TerminateArgs),
+    /// Show an agent's transcript, a run (its plan with statuses, each
+    /// step's attempts and verdicts), or one step; --json for the file.
+    Show(show::ShowArgs),
+    /// Write a run as one self-contained HTML page: the DAG, the steps,
+    /// every transcript.
+    Report(show::ReportArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -95,6 +102,8 @@ pub fn main() -> ExitCode {
             Command::Status(args) => agents::status(args),
             Command::Wait(args) => agents::wait(args).await,
             Command::Terminate(args) => agents::terminate(args).await,
+            Command::Show(args) => show::show(args).await,
+            Command::Report(args) => show::report(args),
         }
     });
     match outcome {

@@ -35,8 +35,19 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DIR")]
     pub prompts_dir: Option<PathBuf>,
 
+    /// The plan as JSON, or its DAG as Graphviz (dot) or Mermaid.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: PlanFormat,
+
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    Json,
+    Dot,
+    Mermaid,
 }
 
 #[derive(Debug, Args)]
@@ -67,15 +78,22 @@ pub async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         }
     };
     eprint!("{}", render_tree(&plan, |_| None));
-    let mut json = serde_json::to_string_pretty(&plan).context("cannot encode the plan")?;
-    json.push('\n');
+    let text = match args.format {
+        PlanFormat::Json => {
+            let mut json = serde_json::to_string_pretty(&plan).context("cannot encode the plan")?;
+            json.push('\n');
+            json
+        }
+        PlanFormat::Dot => crate::inspect::graph::dot(&plan, &|_| None),
+        PlanFormat::Mermaid => crate::inspect::graph::mermaid(&plan, &|_| None),
+    };
     match &args.output {
         Some(path) => {
-            std::fs::write(path, json)
+            std::fs::write(path, text)
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("plan written to {}", path.display());
         }
-        None => print!("{json}"),
+        None => print!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -50,6 +50,11 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub verbose: bool,
 
+    /// When the run ends, run this shell command with the path of its
+    /// run.json as its argument ($1) and in $TROUPE_RESULT.
+    #[arg(long, value_name = "CMD")]
+    pub on_finish: Option<String>,
+
     #[command(flatten)]
     pub team: TeamArgs,
 
@@ -142,6 +147,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         TeamError::Resume(e) => anyhow::Error::from(UsageError(e.to_string())),
         other => anyhow::Error::from(other),
     })?;
+    if let Some(command) = &args.on_finish {
+        crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json"));
+    }
     Ok(ExitCode::from(outcome.exit_code))
 }
 

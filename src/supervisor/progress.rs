@@ -1,32 +1,28 @@
 //! Human progress on stderr: one line per model turn and per tool call,
 //! coloured only on a terminal and never when NO_COLOR is set.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use serde_json::Value;
 
 use super::events::{AgentEvent, EventSink};
+use crate::paint::Painter;
 use crate::protocol::AgentStatus;
 use crate::text::excerpt;
 
 pub struct Progress {
-    colour: bool,
+    painter: Painter,
 }
 
 impl Progress {
     pub fn stderr() -> Self {
-        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Progress {
-            colour: !no_colour && std::io::stderr().is_terminal(),
+            painter: Painter::for_stderr(),
         }
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
-        if self.colour {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_string()
-        }
+        self.painter.paint(code, text)
     }
 
     /// The line for an event; `None` for the ones not worth a line (a tool

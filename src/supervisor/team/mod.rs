@@ -12,7 +12,7 @@ mod claims;
 mod context;
 mod events;
 mod planner;
-mod record;
+pub mod record;
 mod recorder;
 mod resume;
 mod scheduler;

@@ -241,6 +241,7 @@ impl StepStats {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Totals {
     pub steps: usize,
     pub completed: usize,

@@ -1,0 +1,160 @@
+//! `troupe show` (an agent, a run, a step, as text or the raw JSON) and
+//! `troupe report` (a run as one HTML page).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::UsageError;
+use super::agents::Place;
+use crate::inspect::conversation::Render;
+use crate::inspect::run::{plan_of, run_text, step_text};
+use crate::inspect::{Target, graph, html, load_run, resolve};
+use crate::paint::Painter;
+use crate::protocol::{AgentStatus, SUBAGENT_DIR};
+use crate::supervisor::registry;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Dot,
+    Mermaid,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// An agent (agent_1 or 1), a run id, RUN/STEP, RUN/STEP/worker-1, or a
+    /// directory of any of these.
+    #[arg(value_name = "WHAT")]
+    pub target: String,
+
+    /// Print the underlying file (conversations.json, run.json, or the
+    /// step's record) instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show every message whole.
+    #[arg(long)]
+    pub full: bool,
+
+    /// Keep showing an agent's new messages until it ends.
+    #[arg(long, short)]
+    pub follow: bool,
+
+    /// For a run: text, or its DAG as Graphviz (dot) or Mermaid.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run: its id or its directory.
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    /// Write the page here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let target = resolve(&args.place.results(), &args.target).map_err(UsageError)?;
+    let render = Render {
+        painter: Painter::for_stdout(),
+        full: args.full,
+    };
+    match target {
+        Target::Agent(dir) => show_agent(&dir, &args, &render).await,
+        Target::Run(dir) => {
+            if args.json {
+                print!("{}", read(&dir.join("run.json"))?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let run = load_run(&dir).map_err(UsageError)?;
+            let status = |id: &str| run.step(id).map(|s| s.status.as_str().to_string());
+            let text = match args.format {
+                Format::Text => run_text(&run, &render),
+                Format::Dot => graph::dot(&plan_of(&run), &status),
+                Format::Mermaid => graph::mermaid(&plan_of(&run), &status),
+            };
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Target::Step { run, step } => {
+            let record = load_run(&run).map_err(UsageError)?;
+            let found = record.step(&step).ok_or_else(|| {
+                UsageError(format!("the run {} has no step {step}", record.run_id))
+            })?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(found)?);
+            } else {
+                print!("{}", step_text(found, &render));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Result<ExitCode> {
+    let path = dir.join(SUBAGENT_DIR).join("conversations.json");
+    if args.json {
+        print!("{}", read(&path)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let load = || crate::transcript::load(&path).map_err(|e| UsageError(e.to_string()));
+    let doc = load()?;
+    print!("{}", render.header(&doc));
+    print!("{}", render.messages(&doc.messages, 0));
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut shown = doc.messages.len();
+    let mut doc = doc;
+    let supervised = dir.join(".subagent.lock").exists();
+    while doc.status == AgentStatus::Running {
+        if supervised && !registry::is_held(dir) {
+            println!("(the agent's supervisor is gone; it is lost)");
+            return Ok(ExitCode::FAILURE);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Ok(next) = load() {
+            print!("{}", render.messages(&next.messages, shown));
+            shown = next.messages.len();
+            doc = next;
+        }
+    }
+    print!("{}", render.header(&doc));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let dir = match resolve(&args.place.results(), &args.run).map_err(UsageError)? {
+        Target::Run(dir) => dir,
+        _ => return Err(UsageError(format!("`{}` is not a run", args.run)).into()),
+    };
+    let run = load_run(&dir).map_err(UsageError)?;
+    let page = html::report(&run);
+    match &args.output {
+        Some(path) => {
+            std::fs::write(path, page)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("report written to {}", path.display());
+        }
+        None => print!("{page}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read(path: &Path) -> Result<String, UsageError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))
+}

@@ -1,0 +1,150 @@
+//! A run as text: its plan with every step's status, and per step the
+//! attempts with their workers' reports and the reviewers' verdicts.
+
+use super::conversation::Render;
+use crate::supervisor::plan::{Plan, render_tree};
+use crate::supervisor::team::RunRecord;
+use crate::supervisor::team::record::{AgentRecord, StepRecord, StepStatus};
+use crate::text::excerpt;
+
+/// The run's plan: its live steps, in their order.
+pub fn plan_of(run: &RunRecord) -> Plan {
+    Plan {
+        summary: run.plan_summary.clone(),
+        steps: run
+            .steps
+            .iter()
+            .filter(|s| s.status != StepStatus::Replaced)
+            .map(StepRecord::step)
+            .collect(),
+    }
+}
+
+pub fn run_text(run: &RunRecord, render: &Render) -> String {
+    let t = &run.totals;
+    let mut out = format!(
+        "{} {} · {} · {}\n",
+        render.painter.paint("1", "run"),
+        render.painter.paint("1", &run.run_id),
+        render.status(run.status.as_str()),
+        run.goal
+    );
+    out.push_str(&format!(
+        "{} steps: {} completed, {} failed, {} skipped, {} unreviewed · {} agents · {} tokens · {:.1} s · {} replans\n",
+        t.steps, t.completed, t.failed, t.skipped, t.unreviewed, t.agents, t.token_usage.total, t.runtime_seconds, run.replans
+    ));
+    if let Some(reason) = &run.reason {
+        out.push_str(&format!("{reason}\n"));
+    }
+    out.push('\n');
+    out.push_str(&render_tree(&plan_of(run), |id| {
+        run.step(id).map(|s| s.status.as_str().to_string())
+    }));
+    for step in &run.steps {
+        out.push('\n');
+        out.push_str(&step_summary(step, render));
+    }
+    out
+}
+
+fn step_summary(step: &StepRecord, render: &Render) -> String {
+    let mut out = format!(
+        "{} {} ({} attempts{})\n",
+        render.painter.paint("1", &step.id),
+        render.status(step.status.as_str()),
+        step.attempts.len(),
+        step.duration_seconds
+            .map(|d| format!(", {d:.1} s"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &step.reason {
+        out.push_str(&format!("  {}\n", excerpt(reason, 200)));
+    }
+    for attempt in &step.attempts {
+        if let Some(worker) = &attempt.worker {
+            out.push_str(&format!(
+                "  attempt {}: worker {}: {}\n",
+                attempt.attempt,
+                worker.status,
+                excerpt(report_of(worker), 120)
+            ));
+        }
+        for review in &attempt.reviews {
+            out.push_str(&format!("    review: {}\n", verdict_line(review)));
+        }
+    }
+    out
+}
+
+/// One step in full: every attempt with its directory, files, the claims
+/// check, and every review's issues and suggestions.
+pub fn step_text(step: &StepRecord, render: &Render) -> String {
+    let mut out = format!(
+        "{} {} · {} [{}]\n{}\n",
+        render.painter.paint("1", "step"),
+        render.painter.paint("1", &step.id),
+        render.status(step.status.as_str()),
+        step.kind,
+        step.description
+    );
+    if !step.dependencies.is_empty() {
+        out.push_str(&format!("after: {}\n", step.dependencies.join(", ")));
+    }
+    if let Some(reason) = &step.reason {
+        out.push_str(&format!("{reason}\n"));
+    }
+    out.push_str(&format!(
+        "{} agents · {} tokens · {:.1} s\n",
+        step.stats.agents, step.stats.token_usage.total, step.stats.runtime_seconds
+    ));
+    for attempt in &step.attempts {
+        out.push_str(&format!("\nattempt {}\n", attempt.attempt));
+        if let Some(worker) = &attempt.worker {
+            out.push_str(&format!("  worker {} in {}\n", worker.status, worker.dir));
+            out.push_str(&format!("    {}\n", report_of(worker)));
+            if !worker.deliverables_files.is_empty() {
+                out.push_str(&format!(
+                    "    files: {}\n",
+                    worker.deliverables_files.join(", ")
+                ));
+            }
+        }
+        if let Some(claims) = &attempt.claims {
+            for line in claims.describe().lines() {
+                out.push_str(&format!("  check: {line}\n"));
+            }
+        }
+        for review in &attempt.reviews {
+            out.push_str(&format!(
+                "  review {} in {}: {}\n",
+                review.status,
+                review.dir,
+                verdict_line(review)
+            ));
+            if let Some(verdict) = &review.verdict {
+                for issue in &verdict.issues {
+                    out.push_str(&format!("    issue: {issue}\n"));
+                }
+                for suggestion in &verdict.suggestions {
+                    out.push_str(&format!("    suggestion: {suggestion}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn report_of(agent: &AgentRecord) -> &str {
+    agent.error.as_deref().unwrap_or(&agent.summary)
+}
+
+fn verdict_line(review: &AgentRecord) -> String {
+    match &review.verdict {
+        Some(v) if v.approved => format!("approved: {}", excerpt(&v.summary, 100)),
+        Some(v) => {
+            let first = v.issues.first().unwrap_or(&v.summary);
+            format!("rejected: {}", excerpt(first, 100))
+        }
+        None => format!("{}: {}", review.status, excerpt(report_of(review), 100)),
+    }
+}
