@@ -8,9 +8,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod background;
 mod fake_children;
 mod faults;
 mod http_client;
+mod inspect;
 mod sandbox;
 mod spawn_result;
 mod team;

@@ -1,0 +1,294 @@
+//! Background agents driven from a shell: spawn returns at once, status,
+//! wait and terminate from another process, and lost supervisors.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, Sandbox, alive, read_json, run, troupe};
+
+/// A worker that takes about `turns * latency` to write two files.
+fn slow_script(sandbox: &Sandbox, latency_ms: u64) -> String {
+    sandbox.script(json!({"latency_ms": latency_ms, "rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "first.txt", "content": "1"}}], "usage": {"prompt": 10, "completion": 5}},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "first.txt"}}], "usage": {"prompt": 10, "completion": 5}},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "second.txt", "content": "2"}}], "usage": {"prompt": 10, "completion": 5}},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "wrote both"}}]}
+    ]}]}))
+}
+
+fn background(sandbox: &Sandbox, id: u32, model: &str, extra: &[&str]) -> Run {
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            &id.to_string(),
+            "--summary",
+            "bg",
+            "--task",
+            "write two files",
+            "--background",
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--model", model])
+        .args(extra);
+    run(command)
+}
+
+fn cli(sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut command = troupe();
+    command.args(args).arg("--workspace").arg(sandbox.ws());
+    run(command)
+}
+
+fn status_of(sandbox: &Sandbox, id: u32) -> Value {
+    let out = cli(sandbox, &["status", &id.to_string(), "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.json()["agents"][0].clone()
+}
+
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(Instant::now() < give_up, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_background_agent_runs_on_while_status_and_wait_follow_it() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 700);
+    let started = background(&sandbox, 1, &model, &[]);
+    assert_eq!(started.code, 0, "stderr:\n{}", started.stderr);
+    let answer = started.json();
+    assert_eq!(answer["status"], "running");
+    assert_eq!(answer["background"], true);
+    assert_eq!(answer["agent_id"], 1);
+    assert!(
+        !sandbox.ws().join("second.txt").exists(),
+        "spawn returned before the agent finished"
+    );
+
+    let first = status_of(&sandbox, 1);
+    assert_eq!(first["status"], "running");
+    wait_until("the counters to advance", || {
+        let now = status_of(&sandbox, 1);
+        now["status"] != "running" || now["token_usage"]["total"].as_u64().unwrap_or(0) > 0
+    });
+    let later = status_of(&sandbox, 1);
+    assert!(
+        later["runtime_seconds"].as_f64() > first["runtime_seconds"].as_f64(),
+        "{first} then {later}"
+    );
+    assert!(later["last_action"].is_string());
+
+    let waited = cli(&sandbox, &["wait", "1"]);
+    assert_eq!(waited.code, 0, "{}", waited.stderr);
+    let result = waited.json();
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["result_summary"], "wrote both");
+    assert!(sandbox.ws().join("first.txt").exists() && sandbox.ws().join("second.txt").exists());
+    assert_eq!(status_of(&sandbox, 1)["status"], "completed");
+    let table = cli(&sandbox, &["status"]);
+    assert!(
+        table
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("1 ") && l.contains("completed")),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn the_agent_outlives_the_shell_that_started_it() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 400);
+    let spawn_line = format!(
+        "{} spawn --id 1 --summary bg --task write --background --workspace {} --model {} > /dev/null",
+        env!("CARGO_BIN_EXE_troupe"),
+        sandbox.ws().display(),
+        model
+    );
+    let mut shell = Command::new("sh");
+    shell
+        .arg("-c")
+        .arg(&spawn_line)
+        .process_group(0)
+        .stdin(Stdio::null());
+    let mut shell = shell.spawn().unwrap();
+    let group = shell.id() as i32;
+    assert!(shell.wait().unwrap().success());
+    // What a closing terminal does to the shell's process group.
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(group),
+        nix::sys::signal::Signal::SIGHUP,
+    );
+    let waited = cli(&sandbox, &["wait", "1", "--timeout", "60"]);
+    assert_eq!(waited.code, 0, "{}", waited.stderr);
+    assert_eq!(waited.json()["status"], "completed");
+}
+
+#[test]
+fn terminate_keeps_partial_work_and_leaves_no_process() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 1500);
+    assert_eq!(background(&sandbox, 3, &model, &[]).code, 0);
+    wait_until("the first file", || sandbox.ws().join("first.txt").exists());
+    let supervisor_pid = status_of(&sandbox, 3)["supervisor_pid"].as_i64().unwrap() as i32;
+    let status_file = read_json(&sandbox.agent_dir(3).join(".subagent/status.json"));
+    let child_pid = status_file["agent_pid"].as_i64().unwrap() as i32;
+    let stopped = cli(&sandbox, &["terminate", "3"]);
+    assert_eq!(stopped.code, 0, "{}", stopped.stderr);
+    let answer = stopped.json();
+    assert_eq!(answer["success"], true);
+    assert_eq!(answer["status"], "terminated");
+    assert_eq!(answer["partial_results"], true);
+    assert_eq!(answer["deliverables_dir"], "sub_agent_results/agent_3");
+    assert!(
+        sandbox.ws().join("first.txt").exists(),
+        "partial work is kept"
+    );
+    assert!(!sandbox.ws().join("second.txt").exists());
+    assert_eq!(sandbox.transcript(3)["status"], "terminated");
+    assert_eq!(status_of(&sandbox, 3)["status"], "terminated");
+    wait_until("the supervisor and the agent to be gone", || {
+        !alive(supervisor_pid) && !alive(child_pid)
+    });
+
+    let again = cli(&sandbox, &["terminate", "3"]);
+    assert_eq!(again.code, 1);
+    assert!(
+        again.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not running")
+    );
+}
+
+#[test]
+fn duplicates_the_concurrency_limit_and_shared_directories_are_refused() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 1500);
+    assert_eq!(background(&sandbox, 1, &model, &[]).code, 0);
+
+    let duplicate = background(&sandbox, 1, &model, &[]);
+    assert_eq!(duplicate.code, 2);
+    assert!(
+        duplicate.stderr.contains("in use by agent 1"),
+        "{}",
+        duplicate.stderr
+    );
+
+    let shared = background(
+        &sandbox,
+        2,
+        &model,
+        &["--deliverables-dir", "sub_agent_results/agent_1"],
+    );
+    assert_eq!(shared.code, 2);
+    assert!(
+        shared.stderr.contains("in use by agent 1"),
+        "{}",
+        shared.stderr
+    );
+
+    let too_many = background(&sandbox, 3, &model, &["--max-concurrent", "1"]);
+    assert_eq!(too_many.code, 2);
+    assert!(
+        too_many.stderr.contains("--max-concurrent 1"),
+        "{}",
+        too_many.stderr
+    );
+
+    let mut blocking = troupe();
+    blocking
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "s",
+            "--task",
+            "t",
+            "--model",
+            &model,
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let refused = run(blocking);
+    assert_eq!(
+        refused.code, 2,
+        "a blocking spawn of a running id is refused too"
+    );
+    assert_eq!(cli(&sandbox, &["terminate", "1"]).code, 0);
+}
+
+#[test]
+fn a_supervisor_killed_without_a_word_is_lost() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 1500);
+    let started = background(&sandbox, 5, &model, &[]);
+    let supervisor = started.json()["supervisor_pid"].as_i64().unwrap() as i32;
+    wait_until("the agent to start working", || {
+        status_of(&sandbox, 5)["last_action"] != "starting"
+    });
+    let before = status_of(&sandbox, 5);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_until("the lock to be free", || {
+        status_of(&sandbox, 5)["status"] == "lost"
+    });
+    let lost = status_of(&sandbox, 5);
+    assert_eq!(
+        lost["last_action"], before["last_action"],
+        "the last known state is kept"
+    );
+    assert_eq!(lost["summary"], "bg");
+    let waited = cli(&sandbox, &["wait", "5"]);
+    assert_eq!(waited.code, 1, "a lost agent did not complete");
+    assert_eq!(waited.json()["status"], "lost");
+}
+
+#[test]
+fn on_finish_runs_with_the_result_file() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let note = sandbox.root().join("finished.txt");
+    let hook = sandbox.executable(
+        "hook",
+        &format!("echo \"$1 $TROUPE_RESULT\" > {}", note.display()),
+    );
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "s",
+            "--task",
+            "t",
+            "--model",
+            &model,
+        ])
+        .args(["--on-finish", hook.to_str().unwrap()])
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    assert_eq!(run(command).code, 0);
+    let written = std::fs::read_to_string(&note).unwrap();
+    let result = sandbox.agent_dir(1).join(".subagent/result.json");
+    let result = result.canonicalize().unwrap().display().to_string();
+    assert_eq!(written.trim(), format!("{result} {result}"));
+}
