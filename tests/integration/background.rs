@@ -292,3 +292,22 @@ fn on_finish_runs_with_the_result_file() {
     let result = result.canonicalize().unwrap().display().to_string();
     assert_eq!(written.trim(), format!("{result} {result}"));
 }
+
+#[test]
+fn show_follow_streams_a_running_agent_until_it_ends() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 400);
+    assert_eq!(background(&sandbox, 6, &model, &[]).code, 0);
+    let followed = cli(&sandbox, &["show", "6", "--follow"]);
+    assert_eq!(followed.code, 0, "{}", followed.stderr);
+    let text = followed.stdout;
+    for call in ["write_file", "read_file", "finish_task"] {
+        assert!(text.contains(&format!("-> {call}")), "{call} in:\n{text}");
+    }
+    assert!(
+        text.trim_end()
+            .lines()
+            .any(|l| l.starts_with("agent 6 · completed")),
+        "ends with the final header:\n{text}"
+    );
+}
