@@ -63,12 +63,18 @@ impl Conversation {
 pub struct TranscriptWriter {
     path: PathBuf,
     doc: Conversation,
+    /// Time spent writing, for the agent's timings.
+    writing: std::cell::Cell<std::time::Duration>,
 }
 
 impl TranscriptWriter {
     /// Writes the first copy at once, so a transcript exists from the start.
     pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
-        let writer = TranscriptWriter { path, doc };
+        let writer = TranscriptWriter {
+            path,
+            doc,
+            writing: std::cell::Cell::new(std::time::Duration::ZERO),
+        };
         writer.save()?;
         Ok(writer)
     }
@@ -99,8 +105,16 @@ impl TranscriptWriter {
         self.save()
     }
 
+    /// Time spent writing the transcript so far.
+    pub fn write_time(&self) -> std::time::Duration {
+        self.writing.get()
+    }
+
     fn save(&self) -> std::io::Result<()> {
-        write_json_atomic(&self.path, &self.doc)
+        let started = std::time::Instant::now();
+        let saved = write_json_atomic(&self.path, &self.doc);
+        self.writing.set(self.writing.get() + started.elapsed());
+        saved
     }
 }
 

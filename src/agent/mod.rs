@@ -197,8 +197,11 @@ async fn run_task(
     };
     heartbeat.abort();
     ctx.groups.kill_all();
-    let stats = stats.snapshot();
+    let mut stats = stats.snapshot();
     transcript.set_stats(stats.clone());
+    stats.transcript_ms = Some(crate::protocol::round_seconds(
+        transcript.write_time().as_secs_f64() * 1000.0,
+    ));
     report(end, &mut transcript, &ctx, stats, out)
 }
 

@@ -58,6 +58,7 @@ impl StatsCounter {
             commands: self.commands.load(Ordering::Relaxed),
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
             sandbox: self.sandbox.clone(),
+            transcript_ms: None,
         }
     }
 }

@@ -101,6 +101,10 @@ pub struct AgentStats {
     /// What the agent's sandbox enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxReport>,
+    /// Milliseconds the agent spent writing its transcript (reported at
+    /// the end; what durability costs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_ms: Option<f64>,
 }
 
 /// Seconds to two decimals, as `runtime_seconds` is written: precise

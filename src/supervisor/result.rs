@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::serve::ChildOutcome;
+use super::serve::{AgentTimings, ChildOutcome};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile, display_in};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +25,9 @@ pub struct AgentResult {
     pub stop_reason: Option<StopReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Where troupe's own time went (milliseconds).
+    #[serde(default)]
+    pub timings: AgentTimings,
 }
 
 impl AgentResult {
@@ -79,6 +82,7 @@ impl AgentResult {
             transcript: display_in(&task.workspace, &task.transcript_path()),
             stop_reason,
             error,
+            timings: outcome.timings,
         }
     }
 }

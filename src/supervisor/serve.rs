@@ -71,6 +71,25 @@ pub struct ChildOutcome {
     /// Tool calls that changed something (write_file, edit_file,
     /// run_command) and succeeded: the evidence behind a claim of success.
     pub changing_calls: u32,
+    /// Where the time outside the agent's own work went.
+    pub timings: AgentTimings,
+}
+
+/// The parent's clock on one child, in milliseconds: what troupe adds on
+/// top of the agent's work, for the benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AgentTimings {
+    /// From spawning the process to its `hello`.
+    pub startup_ms: f64,
+    /// From `hello` to its report (`finished`, `verdict` or `error`).
+    pub working_ms: f64,
+    /// From the report to the process's exit.
+    pub exit_ms: f64,
+    /// From the exit to the session confirmed empty and the child reaped.
+    pub teardown_ms: f64,
+    /// What the child spent writing its transcript, as it reported.
+    #[serde(default)]
+    pub transcript_ms: f64,
 }
 
 enum Ending {
@@ -125,6 +144,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     let ending = served
         .converse(&mut child, &mut lines, &to_child, started)
         .await;
+    let mut exited_at = matches!(ending, Ending::Exited(_)).then(Instant::now);
     let (status, error) = match ending {
         Ending::Lingered => served.verdict_on_exit(None),
         Ending::Eof | Ending::Exited(_) => {
@@ -135,6 +155,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                     .ok()
                     .and_then(Result::ok),
             };
+            exited_at.get_or_insert_with(Instant::now);
             served
                 .drain(&mut lines, Instant::now() + DRAIN_AFTER_EXIT)
                 .await;
@@ -170,6 +191,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
         }
     };
     served.pending.abort_all();
+    let exited_at = exited_at.unwrap_or_else(Instant::now);
     // The session outlives its reaped leader while any member is left, and
     // its id cannot be reused until the last one is gone, so this reaches
     // exactly what the child started.
@@ -185,6 +207,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     if let Some(pid) = pid {
         session::unregister(pid);
     }
+    served.timings(started, exited_at);
     served.outcome(status, error, started)
 }
 

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::events::AgentEvent;
-use super::serve::{ChildOutcome, ChildRun};
+use super::serve::{AgentTimings, ChildOutcome, ChildRun};
 use crate::chat::Usage;
 use crate::llm::{Completion, CompletionRequest, LlmError};
 use crate::protocol::{
@@ -43,6 +43,9 @@ pub(super) struct Served<'r, 'a> {
     turns: u32,
     call_names: HashMap<String, String>,
     changing_calls: u32,
+    hello_at: Option<Instant>,
+    report_at: Option<Instant>,
+    timings: AgentTimings,
     pub(super) pending: JoinSet<ModelAnswer>,
 }
 
@@ -61,6 +64,9 @@ impl<'r, 'a> Served<'r, 'a> {
             turns: 0,
             call_names: HashMap::new(),
             changing_calls: 0,
+            hello_at: None,
+            report_at: None,
+            timings: AgentTimings::default(),
             pending: JoinSet::new(),
         }
     }
@@ -94,6 +100,7 @@ impl<'r, 'a> Served<'r, 'a> {
                     ));
                 }
                 self.hello = true;
+                self.hello_at.get_or_insert_with(Instant::now);
                 self.event(AgentEvent::Started { pid });
                 if let Some(report) = &sandbox {
                     self.event(AgentEvent::Sandbox { report });
@@ -152,11 +159,18 @@ impl<'r, 'a> Served<'r, 'a> {
             }
             FromChild::Stats(stats) => self.keep_stats(stats),
             FromChild::Finished(report) => {
+                self.report_at.get_or_insert_with(Instant::now);
                 self.keep_stats(report.stats.clone());
                 self.finish = Some(report);
             }
-            FromChild::Verdict(verdict) => self.verdict = Some(verdict),
-            FromChild::Error { message } => self.child_error = Some(message),
+            FromChild::Verdict(verdict) => {
+                self.report_at.get_or_insert_with(Instant::now);
+                self.verdict = Some(verdict);
+            }
+            FromChild::Error { message } => {
+                self.report_at.get_or_insert_with(Instant::now);
+                self.child_error = Some(message);
+            }
             FromChild::Unknown => {
                 let kind = crate::protocol::codec::type_of(line);
                 let message = format!("ignoring a message of unknown type `{kind}`");
@@ -164,6 +178,21 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// The parent's clock on the child, once it is gone.
+    pub(super) fn timings(&mut self, spawned: Instant, exited: Instant) {
+        let ms =
+            |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1000.0;
+        let hello = self.hello_at.unwrap_or(spawned);
+        let report = self.report_at.unwrap_or(exited);
+        self.timings = AgentTimings {
+            startup_ms: ms(spawned, hello),
+            working_ms: ms(hello, report),
+            exit_ms: ms(report, exited),
+            teardown_ms: ms(exited, Instant::now()),
+            transcript_ms: self.child_stats.transcript_ms.unwrap_or(0.0),
+        };
     }
 
     /// The child's latest counters; the sandbox it reported at `hello`
@@ -272,6 +301,7 @@ impl<'r, 'a> Served<'r, 'a> {
             stats,
             pid: self.pid,
             changing_calls: self.changing_calls,
+            timings: self.timings,
         }
     }
 }

@@ -11,6 +11,7 @@ use super::claims::Claims;
 use crate::chat::Usage;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
 use crate::supervisor::plan::Step;
+use crate::supervisor::serve::AgentTimings;
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,6 +206,9 @@ pub struct AgentRecord {
     /// Successful tool calls that changed the workspace or ran something.
     #[serde(default)]
     pub changing_calls: u32,
+    /// Where troupe's own time went (milliseconds).
+    #[serde(default)]
+    pub timings: AgentTimings,
 }
 
 impl AgentRecord {
@@ -220,6 +224,7 @@ impl AgentRecord {
             stats: AgentStats::default(),
             success_claimed: false,
             changing_calls: 0,
+            timings: AgentTimings::default(),
         }
     }
 }

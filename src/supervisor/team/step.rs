@@ -378,6 +378,7 @@ fn agent_record(run: &AgentRun) -> AgentRecord {
         error: result.error.clone(),
         stats: result.stats.clone(),
         changing_calls: run.outcome.changing_calls,
+        timings: run.outcome.timings,
         success_claimed: run.outcome.finish.as_ref().is_some_and(|f| f.success),
     }
 }
