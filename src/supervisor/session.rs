@@ -8,31 +8,35 @@
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getsid};
 
 /// The live members of session `sid` (zombies are dead and left out).
+/// `getsid` on every pid is one cheap syscall each; only the few that
+/// match have their `/proc/PID/stat` read, to leave zombies out.
 pub fn members(sid: u32) -> Vec<i32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let Ok(sid) = i32::try_from(sid) else {
         return Vec::new();
     };
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| {
-            session_of(pid).is_some_and(|(session, state)| session == sid && state != 'Z')
-        })
+        .filter(|&pid| getsid(Some(Pid::from_raw(pid))).is_ok_and(|s| s.as_raw() == sid))
+        .filter(|&pid| state_of(pid).is_some_and(|state| state != 'Z'))
         .collect()
 }
 
-/// (session id, state) from `/proc/PID/stat`. The command name may hold
-/// spaces and parentheses, so fields are counted after its last `)`.
-fn session_of(pid: i32) -> Option<(u32, char)> {
+/// The state letter from `/proc/PID/stat`. The command name may hold
+/// spaces and parentheses, so the field is found after its last `)`.
+fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let session = fields.nth(2)?.parse().ok()?;
-    Some((session, state))
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 /// SIGKILL to every process of session `sid`, repeated until none is left

@@ -1,0 +1,567 @@
+//! What troupe adds on top of the model: per-agent overhead, scheduling
+//! efficiency against the critical path and against a batch barrier,
+//! fan-out with memory, plan scale, protocol throughput.
+//!
+//! `cargo bench --bench orchestration` runs every scenario three times and
+//! prints one Markdown table (min / median / max); `-- --quick` (or
+//! TROUPE_BENCH_QUICK=1) runs each once, smaller, as a smoke check. The
+//! numbers also go to target/bench/orchestration.json. The scenarios use
+//! the release binaries and the scripted model, in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
+
+struct Metric {
+    scenario: &'static str,
+    name: String,
+    unit: &'static str,
+    target: &'static str,
+    samples: Vec<f64>,
+}
+
+impl Metric {
+    fn new(scenario: &'static str, name: &str, unit: &'static str, target: &'static str) -> Self {
+        Metric {
+            scenario,
+            name: name.to_string(),
+            unit,
+            target,
+            samples: Vec::new(),
+        }
+    }
+
+    fn sorted(&self) -> Vec<f64> {
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        s
+    }
+}
+
+struct Bench {
+    quick: bool,
+    runs: usize,
+    metrics: Vec<Metric>,
+}
+
+impl Bench {
+    fn record(
+        &mut self,
+        scenario: &'static str,
+        name: &str,
+        unit: &'static str,
+        target: &'static str,
+        value: f64,
+    ) {
+        match self
+            .metrics
+            .iter_mut()
+            .find(|m| m.scenario == scenario && m.name == name)
+        {
+            Some(metric) => metric.samples.push(value),
+            None => {
+                let mut metric = Metric::new(scenario, name, unit, target);
+                metric.samples.push(value);
+                self.metrics.push(metric);
+            }
+        }
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick")
+        || std::env::var_os("TROUPE_BENCH_QUICK").is_some();
+    let mut bench = Bench {
+        quick,
+        runs: if quick { 1 } else { 3 },
+        metrics: Vec::new(),
+    };
+    for run in 0..bench.runs {
+        eprintln!("run {} of {}", run + 1, bench.runs);
+        overhead(&mut bench);
+        scheduling(&mut bench);
+        fan_out(&mut bench);
+        plan_scale(&mut bench);
+        protocol(&mut bench);
+    }
+    print!("{}", table(&bench.metrics));
+    write_json(&bench);
+}
+
+/// A temporary directory with the scripted model and a plan in it.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(plan: &Value, rules: Vec<Value>) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("plan");
+        std::fs::write(
+            dir.path().join("script.json"),
+            json!({"rules": rules}).to_string(),
+        )
+        .expect("script");
+        Setup { dir }
+    }
+
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// `troupe run --plan` on this setup; the wall time and the run record.
+    fn run(&self, extra: &[&str], mut sample: impl FnMut(u32)) -> (Duration, Value) {
+        let started = Instant::now();
+        let mut child = Command::new(TROUPE)
+            .args(["run", "--plan"])
+            .arg(self.dir.path().join("plan.json"))
+            .arg("--model")
+            .arg(format!(
+                "scripted:{}",
+                self.dir.path().join("script.json").display()
+            ))
+            .arg("--workspace")
+            .arg(self.ws())
+            .args([
+                "--max-agents",
+                "100000",
+                "--idle-timeout",
+                "0",
+                "--max-replans",
+                "0",
+            ])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start troupe");
+        let pid = child.id();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            sample(pid);
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let wall = started.elapsed();
+        assert!(
+            status.success(),
+            "the benchmark run failed in {}",
+            self.ws().display()
+        );
+        let results = self.ws().join("sub_agent_results");
+        let run_dir = std::fs::read_dir(&results)
+            .expect("results")
+            .filter_map(Result::ok)
+            .find(|e| e.file_name().to_string_lossy().starts_with("run_"))
+            .expect("a run directory")
+            .path();
+        let record = serde_json::from_str(
+            &std::fs::read_to_string(run_dir.join("run.json")).expect("run.json"),
+        )
+        .expect("run.json parses");
+        (wall, record)
+    }
+}
+
+fn step(id: &str, deps: &[String]) -> Value {
+    json!({"id": id, "description": format!("step {id}"), "type": "FILE_WRITE", "dependencies": deps})
+}
+
+/// A worker for `id` that waits `delay_ms` on its first answer, writes a
+/// file and finishes.
+fn worker(id: &str, delay_ms: u64) -> Value {
+    json!({"role": "worker", "step": id, "reply": [
+        {"delay_ms": delay_ms, "tool_calls": [{"name": "write_file", "arguments": {"path": format!("out/{id}.txt"), "content": id}}]},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "written"}}]}
+    ]})
+}
+
+fn reviewer() -> Value {
+    json!({"role": "reviewer", "reply": [{"content": "{\"approved\": true, \"summary\": \"ok\"}"}]})
+}
+
+/// Every agent record of a run.
+fn agents(record: &Value) -> Vec<Value> {
+    record["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["attempts"].as_array().cloned().unwrap_or_default())
+        .flat_map(|a| {
+            let mut out: Vec<Value> = a["reviews"].as_array().cloned().unwrap_or_default();
+            out.push(a["worker"].clone());
+            out
+        })
+        .collect()
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let all: Vec<f64> = values.collect();
+    if all.is_empty() {
+        0.0
+    } else {
+        all.iter().sum::<f64>() / all.len() as f64
+    }
+}
+
+/// Scenario 1: independent steps one at a time, no model latency.
+fn overhead(bench: &mut Bench) {
+    let steps = if bench.quick { 10 } else { 50 };
+    let ids: Vec<String> = (0..steps).map(|i| format!("s{i}")).collect();
+    let plan = json!({"summary": "overhead", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, 0)).collect();
+    rules.push(reviewer());
+    let setup = Setup::new(&plan, rules);
+    let (wall, record) = setup.run(&["--max-parallel", "1"], |_| {});
+    let agents = agents(&record);
+    let children = agents.len() as f64;
+    const S: &str = "1. per-agent overhead";
+    bench.record(
+        S,
+        "wall time per agent",
+        "ms",
+        "< 10",
+        wall.as_secs_f64() * 1000.0 / children,
+    );
+    for (key, name) in [
+        ("startup_ms", "spawn to hello"),
+        ("working_ms", "hello to report"),
+        ("exit_ms", "report to exit"),
+        ("teardown_ms", "teardown"),
+        ("transcript_ms", "transcript writes (in the child)"),
+    ] {
+        let value = mean(
+            agents
+                .iter()
+                .map(|a| a["timings"][key].as_f64().unwrap_or(0.0)),
+        );
+        bench.record(S, name, "ms", "", value);
+    }
+}
+
+/// A small deterministic generator, so every run draws the same DAG.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+/// A layered DAG: `levels` of `width` steps, each depending on one to
+/// three steps of the level before.
+fn layered(levels: usize, width: usize, rng: &mut Lcg) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for level in 0..levels {
+        for i in 0..width {
+            let id = format!("l{level}_{i}");
+            let deps = if level == 0 {
+                Vec::new()
+            } else {
+                let mut deps: Vec<String> = (0..1 + rng.next(3))
+                    .map(|_| format!("l{}_{}", level - 1, rng.next(width as u64)))
+                    .collect();
+                deps.sort();
+                deps.dedup();
+                deps
+            };
+            out.push((id, deps));
+        }
+    }
+    out
+}
+
+/// Scenario 2: a random layered DAG with scripted latencies, every ready
+/// step free to start.
+fn scheduling(bench: &mut Bench) {
+    let (levels, width) = if bench.quick { (3, 5) } else { (6, 10) };
+    let mut rng = Lcg(42);
+    let dag = layered(levels, width, &mut rng);
+    let latency: Vec<u64> = dag.iter().map(|_| 100 + rng.next(701)).collect();
+    let plan = json!({"summary": "scheduling", "steps": dag.iter().map(|(id, deps)| step(id, deps)).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = dag
+        .iter()
+        .zip(&latency)
+        .map(|((id, _), l)| worker(id, *l))
+        .collect();
+    rules.push(reviewer());
+    let setup = Setup::new(&plan, rules);
+    let (wall, _) = setup.run(&["--max-parallel", &dag.len().to_string()], |_| {});
+    let index = |id: &str| dag.iter().position(|(d, _)| d == id).unwrap_or(0);
+    let mut finish = vec![0u64; dag.len()];
+    for (i, (_, deps)) in dag.iter().enumerate() {
+        let start = deps.iter().map(|d| finish[index(d)]).max().unwrap_or(0);
+        finish[i] = start + latency[i];
+    }
+    let critical = *finish.iter().max().unwrap_or(&1) as f64;
+    let barrier: u64 = (0..levels)
+        .map(|level| {
+            (0..width)
+                .map(|i| latency[level * width + i])
+                .max()
+                .unwrap_or(0)
+        })
+        .sum();
+    let makespan = wall.as_secs_f64() * 1000.0;
+    const S: &str = "2. scheduling efficiency";
+    bench.record(S, "makespan", "ms", "", makespan);
+    bench.record(S, "critical path (scripted)", "ms", "", critical);
+    bench.record(
+        S,
+        "makespan / critical path",
+        "x",
+        "<= 1.05",
+        makespan / critical,
+    );
+    bench.record(
+        S,
+        "batch-barrier makespan (computed)",
+        "ms",
+        "",
+        barrier as f64,
+    );
+    bench.record(
+        S,
+        "gain over a batch barrier",
+        "x",
+        "",
+        barrier as f64 / makespan,
+    );
+}
+
+/// Peak resident memory of a process, in MiB, from /proc.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Pids of live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .map(|raw| String::from_utf8_lossy(&raw).contains(marker))
+                        .unwrap_or(false)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Scenario 3: many independent steps through a bounded number of slots.
+fn fan_out(bench: &mut Bench) {
+    let (steps, slots, latency) = if bench.quick {
+        (40, 10, 200)
+    } else {
+        (200, 50, 200)
+    };
+    let ids: Vec<String> = (0..steps).map(|i| format!("f{i}")).collect();
+    let plan = json!({"summary": "fan-out", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, latency)).collect();
+    rules.push(reviewer());
+    let setup = Setup::new(&plan, rules);
+    let marker = setup.ws().display().to_string();
+    let (mut parent_peak, mut child_peak, mut last_sample) = (0.0f64, 0.0f64, Instant::now());
+    let (wall, _) = setup.run(&["--max-parallel", &slots.to_string()], |pid| {
+        parent_peak = parent_peak.max(peak_rss_mib(pid).unwrap_or(0.0));
+        if last_sample.elapsed() > Duration::from_millis(50) {
+            last_sample = Instant::now();
+            for child in processes_with(&format!("--task {marker}")) {
+                child_peak = child_peak.max(peak_rss_mib(child).unwrap_or(0.0));
+            }
+        }
+    });
+    let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
+    let makespan = wall.as_secs_f64() * 1000.0;
+    const S: &str = "3. fan-out";
+    bench.record(S, "makespan", "ms", "", makespan);
+    bench.record(S, "ideal (steps / slots x latency)", "ms", "", ideal);
+    bench.record(S, "makespan / ideal", "x", "<= 1.10", makespan / ideal);
+    bench.record(S, "parent peak RSS", "MiB", "< 50", parent_peak);
+    bench.record(S, "child peak RSS", "MiB", "< 10", child_peak);
+}
+
+/// Scenario 4: parse, validate and level a large plan, in-process.
+fn plan_scale(bench: &mut Bench) {
+    let steps = if bench.quick { 1000 } else { 5000 };
+    let mut rng = Lcg(7);
+    let dag: Vec<Value> = (0..steps)
+        .map(|i| {
+            let deps: Vec<String> = if i == 0 {
+                Vec::new()
+            } else {
+                (0..rng.next(4))
+                    .map(|_| format!("p{}", rng.next(i as u64)))
+                    .collect()
+            };
+            let mut deps = deps;
+            deps.sort();
+            deps.dedup();
+            step(&format!("p{i}"), &deps)
+        })
+        .collect();
+    let text = json!({"summary": "scale", "steps": dag}).to_string();
+    let started = Instant::now();
+    let plan = troupe::supervisor::plan::parse_plan(&text).expect("the generated plan is valid");
+    let parsed = started.elapsed();
+    let levels = troupe::supervisor::plan::levels(&plan);
+    let total = started.elapsed();
+    assert!(!levels.is_empty());
+    const S: &str = "4. plan scale";
+    bench.record(
+        S,
+        &format!("parse + validate ({steps} steps)"),
+        "ms",
+        "",
+        parsed.as_secs_f64() * 1000.0,
+    );
+    bench.record(
+        S,
+        "parse + validate + levels",
+        "ms",
+        "< 50",
+        total.as_secs_f64() * 1000.0,
+    );
+}
+
+/// Scenario 5: one child that reports many tool calls, as fast as a pipe.
+fn protocol(bench: &mut Bench) {
+    let events = if bench.quick { 20_000 } else { 100_000 };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut lines = String::from(
+        "{\"type\":\"hello\",\"protocol\":1,\"agent_id\":1,\"role\":\"worker\",\"pid\":1}\n",
+    );
+    for i in 0..events / 2 {
+        lines.push_str(&format!(
+            "{{\"type\":\"tool_call\",\"call_id\":\"c{i}\",\"name\":\"read_file\",\"arguments\":{{\"path\":\"src/file_{i}.rs\"}}}}\n\
+             {{\"type\":\"tool_result\",\"call_id\":\"c{i}\",\"success\":true,\"summary\":\"412 lines\"}}\n"
+        ));
+    }
+    lines.push_str("{\"type\":\"finished\",\"success\":true,\"summary\":\"done\"}\n");
+    let feed = dir.path().join("events.jsonl");
+    std::fs::write(&feed, lines).expect("events");
+    let child = dir.path().join("chatty-agent");
+    std::fs::write(&child, format!("#!/bin/sh\nexec cat {}\n", feed.display())).expect("child");
+    make_executable(&child);
+    std::fs::write(
+        dir.path().join("script.json"),
+        json!({"rules": [{"reply": [{"content": "x"}]}]}).to_string(),
+    )
+    .expect("script");
+    let started = Instant::now();
+    let status = Command::new(TROUPE)
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "chatty",
+            "--task",
+            "talk",
+        ])
+        .arg("--workspace")
+        .arg(dir.path().join("ws"))
+        .arg("--agent-bin")
+        .arg(&child)
+        .arg("--model")
+        .arg(format!(
+            "scripted:{}",
+            dir.path().join("script.json").display()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("troupe spawn");
+    let wall = started.elapsed();
+    assert!(status.success(), "the protocol run failed");
+    const S: &str = "5. protocol throughput";
+    bench.record(
+        S,
+        &format!("events ingested ({events})"),
+        "events/s",
+        "",
+        events as f64 / wall.as_secs_f64(),
+    );
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+fn table(metrics: &[Metric]) -> String {
+    let mut out = String::from(
+        "| scenario | metric | min | median | max | unit | target |\n|---|---|---:|---:|---:|---|---|\n",
+    );
+    for metric in metrics {
+        let s = metric.sorted();
+        let (min, med, max) = (s[0], s[s.len() / 2], s[s.len() - 1]);
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            metric.scenario,
+            metric.name,
+            fmt(min),
+            fmt(med),
+            fmt(max),
+            metric.unit,
+            metric.target
+        ));
+    }
+    out
+}
+
+fn fmt(value: f64) -> String {
+    if value >= 1000.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+fn write_json(bench: &Bench) {
+    let metrics: Vec<Value> = bench
+        .metrics
+        .iter()
+        .map(|m| {
+            let s = m.sorted();
+            json!({
+                "scenario": m.scenario, "metric": m.name, "unit": m.unit, "target": m.target,
+                "min": s[0], "median": s[s.len() / 2], "max": s[s.len() - 1], "samples": m.samples,
+            })
+        })
+        .collect();
+    let out = json!({"quick": bench.quick, "runs": bench.runs, "metrics": metrics});
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let dir = target.join("bench");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let path = dir.join("orchestration.json");
+        match std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&out).unwrap_or_default(),
+        ) {
+            Ok(()) => eprintln!("written to {}", path.display()),
+            Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+        }
+    }
+}
