@@ -356,7 +356,11 @@ fn processes_with(marker: &str) -> Vec<u32> {
                 .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
                 .filter(|pid| {
                     std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .map(|raw| String::from_utf8_lossy(&raw).contains(marker))
+                        .map(|raw| {
+                            String::from_utf8_lossy(&raw)
+                                .replace('\0', " ")
+                                .contains(marker)
+                        })
                         .unwrap_or(false)
                 })
                 .collect()

@@ -88,6 +88,13 @@ impl TranscriptWriter {
         self.save()
     }
 
+    /// Several messages that arrive together (a turn's tool results), in
+    /// one write.
+    pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
+        self.doc.messages.extend(messages);
+        self.save()
+    }
+
     pub fn set_stats(&mut self, stats: AgentStats) {
         self.doc.stats = stats;
     }

@@ -68,8 +68,11 @@ impl<'a> Session<'a> {
         let first = self.prompt(first)?;
         let owned = self.prompt_values();
         let values: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.push(Message::system(render(&system, &values)))?;
-        self.push(Message::user(render(&first, &values)))
+        let opening = [
+            Message::system(render(&system, &values)),
+            Message::user(render(&first, &values)),
+        ];
+        self.record(opening)
     }
 
     /// A user message from a prompt with its own values.
@@ -133,10 +136,17 @@ impl<'a> Session<'a> {
     }
 
     fn push(&mut self, message: Message) -> Result<(), LoopEnd> {
+        self.record([message])
+    }
+
+    /// Messages that arrive together, written to the transcript at once.
+    fn record(&mut self, messages: impl IntoIterator<Item = Message>) -> Result<(), LoopEnd> {
         self.transcript.set_stats(self.calls.stats.snapshot());
-        self.transcript.push(message).map_err(|e| LoopEnd::Failed {
-            error: format!("cannot write the transcript: {e}"),
-        })
+        self.transcript
+            .push_all(messages)
+            .map_err(|e| LoopEnd::Failed {
+                error: format!("cannot write the transcript: {e}"),
+            })
     }
 
     fn prompt(&self, prompt: Prompt) -> Result<String, LoopEnd> {

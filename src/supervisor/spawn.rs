@@ -15,7 +15,7 @@ use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
 use crate::fsutil::{deliverable_files, write_json_atomic};
 use crate::llm::{AgentKey, ChatModel};
-use crate::protocol::TaskFile;
+use crate::protocol::{AgentStatus, TaskFile};
 use crate::signal::StopSignal;
 use crate::transcript::{self, Conversation};
 
@@ -95,20 +95,26 @@ pub async fn run_prepared(
     };
     let outcome = serve(command, run).await;
 
-    transcript::seal(
-        &task.transcript_path(),
-        || {
-            Conversation::new(
-                task.agent_id.clone(),
-                task.conversation_id.clone(),
-                task.role,
-                task.summary.clone(),
-            )
-        },
-        outcome.status,
-        outcome.stats.clone(),
-        outcome.error.clone(),
-    )?;
+    // A child that ended on its own has sealed its transcript; the parent
+    // has the last word only when it had to stop the child, or lost it.
+    let sealed_by_child = matches!(outcome.status, AgentStatus::Completed | AgentStatus::Failed)
+        && (outcome.finish.is_some() || outcome.verdict.is_some());
+    if !sealed_by_child {
+        transcript::seal(
+            &task.transcript_path(),
+            || {
+                Conversation::new(
+                    task.agent_id.clone(),
+                    task.conversation_id.clone(),
+                    task.role,
+                    task.summary.clone(),
+                )
+            },
+            outcome.status,
+            outcome.stats.clone(),
+            outcome.error.clone(),
+        )?;
+    }
     let result = AgentResult::new(
         task,
         &outcome,
