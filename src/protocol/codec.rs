@@ -100,8 +100,12 @@ pub fn encode_line<T: Serialize>(message: &T) -> String {
 }
 
 /// Decodes one line, telling "not JSON" apart from "JSON of the wrong
-/// shape" and naming the message type in the second case.
+/// shape" and naming the message type in the second case. A good line is
+/// parsed once; only a bad one is looked at again to say what is wrong.
 pub fn decode_line<T: DeserializeOwned>(line: &str) -> Result<T, ProtocolError> {
+    if let Ok(message) = serde_json::from_str(line) {
+        return Ok(message);
+    }
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| ProtocolError::NotJson {
             reason: e.to_string(),
