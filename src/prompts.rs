@@ -88,35 +88,10 @@ impl Prompt {
     }
 }
 
-/// Replaces every `{name}` in `template` by its value, in one pass, so a
-/// value that itself contains braces (a task quoting code) is left alone.
-/// Unknown names stay as they are.
+/// The template with its `{name}` placeholders filled in (see
+/// `text::fill`), trailing white space trimmed.
 pub fn render(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let value = after.find('}').and_then(|close| {
-            let name = &after[..close];
-            values
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| (*v, close))
-        });
-        match value {
-            Some((value, close)) => {
-                out.push_str(value);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out.trim_end().to_string()
+    crate::text::fill(template, values).trim_end().to_string()
 }
 
 #[cfg(test)]

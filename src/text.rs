@@ -25,6 +25,37 @@ pub fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
+/// Replaces every `{name}` in `template` by its value, in one pass, so a
+/// value that itself contains braces (a task quoting code) is left alone.
+/// Unknown names stay as they are.
+pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let value = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v, close))
+        });
+        match value {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The first balanced `{...}` in `text` that parses as a JSON object:
 /// what a model means when it wraps JSON in a Markdown fence or in prose.
 /// Braces inside JSON strings are skipped; a balanced piece that is not

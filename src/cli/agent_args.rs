@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::UsageError;
 use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, SandboxMode, SandboxSettings};
+use crate::supervisor::launcher::{Launcher, local_only_warning};
 use crate::supervisor::{Hygiene, ServeLimits};
 
 #[derive(Debug, Clone, Args)]
@@ -65,6 +66,19 @@ pub struct AgentArgs {
     /// default: the agents need none, troupe talks to the model for them).
     #[arg(long)]
     pub allow_network: bool,
+
+    /// Start each agent through this command prefix, e.g. "srun
+    /// --ntasks=1 --quiet --unbuffered --job-name=troupe-{step_id} --".
+    /// Split like shell words, never run by a shell; {run_id}, {step_id},
+    /// {agent_id}, {role} and {attempt} are filled in; the agent's command
+    /// line is appended.
+    #[arg(long, value_name = "CMD", env = "TROUPE_LAUNCHER")]
+    pub launcher: Option<String>,
+
+    /// Seconds an agent may take to start (to say hello), a launcher's
+    /// queue included.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch_timeout: u64,
 }
 
 impl AgentArgs {
@@ -74,6 +88,7 @@ impl AgentArgs {
             idle_timeout: (self.idle_timeout > 0).then(|| Duration::from_secs(self.idle_timeout)),
             kill_grace: Duration::from_secs(self.kill_grace),
             line_cap: DEFAULT_LINE_CAP,
+            launch_timeout: Duration::from_secs(self.launch_timeout),
         }
     }
 
@@ -136,6 +151,20 @@ impl AgentArgs {
             mode: self.sandbox,
             allow_network: self.allow_network,
         }
+    }
+
+    /// The launcher, parsed, with a warning when the results directory is
+    /// where other nodes cannot see it.
+    pub fn launcher(&self, results: &std::path::Path) -> Result<Option<Launcher>, UsageError> {
+        let Some(text) = &self.launcher else {
+            return Ok(None);
+        };
+        let launcher = Launcher::parse(text).map_err(|e| UsageError(e.to_string()))?;
+        let probe = std::iter::successors(Some(results), |p| p.parent()).find(|p| p.exists());
+        if let Some(warning) = probe.and_then(local_only_warning) {
+            eprintln!("troupe: warning: {warning}");
+        }
+        Ok(Some(launcher))
     }
 
     pub fn program(&self) -> Result<PathBuf, UsageError> {

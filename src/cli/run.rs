@@ -109,6 +109,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .workspace
         .canonicalize()
         .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+    let results = workspace.join("sub_agent_results");
     let start = match &args.resume {
         Some(run) => Start::Resume {
             run_dir: find_run(&workspace, run).map_err(|e| UsageError(e.to_string()))?,
@@ -128,6 +129,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             hygiene: args.agent.hygiene(&args.model.api_key_env)?,
             limits: args.agent.agent_limits(None),
             sandbox: args.agent.sandbox(),
+            launcher: args.agent.launcher(&results)?,
             prompts_dir: args.agent.prompts_dir()?,
         },
         team: TeamSettings {

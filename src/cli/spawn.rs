@@ -15,6 +15,7 @@ use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::signal::StopSignal;
 use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
+use crate::supervisor::launcher::LaunchVars;
 use crate::supervisor::notify::on_finish;
 use crate::supervisor::registry::{self, AgentLock, Holder};
 use crate::supervisor::spawn::{prepare, run_prepared};
@@ -124,12 +125,23 @@ async fn supervise(
         .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;
     let stop = StopSignal::default();
     let result_path = task.subagent_dir().join("result.json");
+    let launch = args.agent.launcher(&task.agent_dir)?.map(|launcher| {
+        let vars = LaunchVars {
+            run_id: "spawn".to_string(),
+            step_id: task.agent_id.to_string(),
+            agent_id: task.agent_id.to_string(),
+            role: task.role.as_str().to_string(),
+            attempt: task.attempt,
+        };
+        (launcher, vars)
+    });
     let config = SpawnConfig {
         task,
         agent_program: args.agent.program()?,
         limits: args.agent.serve_limits(),
         hygiene: args.agent.hygiene(&args.model.api_key_env)?,
         stop: stop.clone(),
+        launch,
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
     let interrupts = Interrupts::watch(stop).context("cannot watch for Ctrl-C")?;

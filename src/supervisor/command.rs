@@ -27,6 +27,9 @@ pub struct ChildSpec {
     /// The child's private temporary directory (its TMPDIR).
     pub tmp_dir: PathBuf,
     pub hygiene: Hygiene,
+    /// The launcher's words, placeholders filled in, when the child is
+    /// placed elsewhere (`--launcher`).
+    pub launcher: Option<Vec<String>>,
 }
 
 /// What every child gets beyond its command line.
@@ -43,9 +46,20 @@ pub struct Hygiene {
 /// of its own: its own process group, which the commands it starts in
 /// groups of their own still share, so the parent can find and kill every
 /// one of them. It gets SIGTERM when the parent dies, and cleans up.
+///
+/// With a launcher, the launcher is what troupe starts, with the child's
+/// command line appended to its words, and it gets the `SLURM_*` variables
+/// too, so that `srun` inside an allocation places job steps in it.
 pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
     let stderr = std::fs::File::create(&spec.stderr_log)?;
-    let mut command = Command::new(&spec.program);
+    let mut command = match spec.launcher.as_deref() {
+        Some([launcher, words @ ..]) => {
+            let mut command = Command::new(launcher);
+            command.args(words).arg(&spec.program);
+            command
+        }
+        _ => Command::new(&spec.program),
+    };
     command
         .arg("--task")
         .arg(&spec.task_path)
@@ -63,6 +77,13 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
     for name in names {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
+        }
+    }
+    if spec.launcher.is_some() {
+        for (name, value) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("SLURM_") {
+                command.env(name, value);
+            }
         }
     }
     let file_size = spec.hygiene.max_file_size;

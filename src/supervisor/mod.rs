@@ -9,6 +9,7 @@
 pub mod command;
 pub mod events;
 pub mod interrupt;
+pub mod launcher;
 pub mod notify;
 pub mod plan;
 pub mod progress;

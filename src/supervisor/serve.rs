@@ -40,6 +40,9 @@ pub struct ServeLimits {
     pub idle_timeout: Option<Duration>,
     pub kill_grace: Duration,
     pub line_cap: usize,
+    /// The child must say `hello` within this long of its start (through
+    /// a launcher, a queue may stand between).
+    pub launch_timeout: Duration,
 }
 
 /// Everything about the child besides its command.
@@ -55,6 +58,8 @@ pub struct ChildRun<'a> {
     /// Stops the child from outside (the run's deadline): cancel, grace,
     /// kill, status `terminated`.
     pub stop: StopSignal,
+    /// The launcher the child was started through, as the user wrote it.
+    pub launcher: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +111,8 @@ enum Ending {
     Protocol(String),
     /// Stopped from outside, for this reason.
     Stopped(String),
+    /// No `hello` within the launch timeout.
+    NoHello,
 }
 
 pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
@@ -114,16 +121,18 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            let program = command
-                .as_std()
-                .get_program()
-                .to_string_lossy()
-                .into_owned();
-            return served.outcome(
-                AgentStatus::Error,
-                Some(format!("cannot start {program}: {e}")),
-                started,
-            );
+            let why = match &run.launcher {
+                Some(launcher) => format!("cannot start the launcher `{launcher}`: {e}"),
+                None => {
+                    let program = command
+                        .as_std()
+                        .get_program()
+                        .to_string_lossy()
+                        .into_owned();
+                    format!("cannot start {program}: {e}")
+                }
+            };
+            return served.outcome(AgentStatus::Error, Some(why), started);
         }
     };
     let pid = child.id();
@@ -181,6 +190,23 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                 .stop(&mut child, &mut lines, &to_child, &reason, "terminated")
                 .await;
             (AgentStatus::Terminated, Some(reason))
+        }
+        Ending::NoHello => {
+            let secs = run.limits.launch_timeout.as_secs();
+            let through = run
+                .launcher
+                .as_ref()
+                .map(|l| format!(" through the launcher `{l}`"))
+                .unwrap_or_default();
+            let mut why =
+                format!("the agent did not start{through} within {secs} s (--launch-timeout)");
+            served
+                .stop(&mut child, &mut lines, &to_child, &why, "launch_timeout")
+                .await;
+            if let Some(tail) = super::served::log_tail(&run.stderr_log) {
+                why.push_str(&format!("; its stderr ends: {tail}"));
+            }
+            (AgentStatus::Error, Some(why))
         }
         Ending::Protocol(e) => {
             let why = format!("protocol error: {e}");
@@ -271,6 +297,7 @@ impl Served<'_, '_> {
                 }
                 () = sleep_until(deadline) => return Ending::Timeout,
                 reason = self.run.stop.stopped() => return Ending::Stopped(reason),
+                () = sleep_until(started + limits.launch_timeout), if !self.hello => return Ending::NoHello,
                 () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
                     return Ending::Idle(limits.idle_timeout.unwrap_or_default());
                 }
@@ -295,7 +322,21 @@ impl Served<'_, '_> {
         });
         let grace_end = Instant::now() + self.run.limits.kill_grace;
         self.drain(lines, grace_end).await;
-        let _ = tokio::time::timeout_at(grace_end, child.wait()).await;
+        let exited = tokio::time::timeout_at(grace_end, child.wait())
+            .await
+            .is_ok();
+        // A launcher (srun) turns SIGTERM into cancelling what it placed;
+        // it gets that chance, and the grace period again, before SIGKILL.
+        if !exited
+            && self.run.launcher.is_some()
+            && let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok())
+        {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = tokio::time::timeout(self.run.limits.kill_grace, child.wait()).await;
+        }
     }
 
     /// Reads what is left in the pipe until it closes or `until`, keeping

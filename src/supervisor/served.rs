@@ -31,7 +31,7 @@ pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
 pub(super) struct Served<'r, 'a> {
     pub(super) run: &'r ChildRun<'a>,
     pub(super) pid: Option<u32>,
-    hello: bool,
+    pub(super) hello: bool,
     /// False once the child is being stopped: its model requests then go
     /// unanswered.
     pub(super) answering: bool,
@@ -321,7 +321,7 @@ fn describe_exit(status: ExitStatus) -> String {
 }
 
 /// The last lines of a log, on one line, for an error message.
-fn log_tail(path: &std::path::Path) -> Option<String> {
+pub(super) fn log_tail(path: &std::path::Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {

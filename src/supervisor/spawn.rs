@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::command::{ChildSpec, Hygiene, child_command};
 use super::events::EventSink;
+use super::launcher::{LaunchVars, Launcher};
 use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
 use crate::fsutil::{deliverable_files, write_json_atomic};
@@ -26,6 +27,9 @@ pub struct SpawnConfig {
     pub limits: ServeLimits,
     pub hygiene: Hygiene,
     pub stop: StopSignal,
+    /// Place the child through this launcher, its placeholders filled in
+    /// with these values.
+    pub launch: Option<(Launcher, LaunchVars)>,
 }
 
 /// One agent's end: the result object, and what the parent saw of it.
@@ -75,6 +79,10 @@ pub async fn run_prepared(
         stderr_log: task.subagent_dir().join("stderr.log"),
         tmp_dir: task.tmp_dir(),
         hygiene: config.hygiene.clone(),
+        launcher: config
+            .launch
+            .as_ref()
+            .map(|(launcher, vars)| launcher.expand(vars)),
     };
     let command = child_command(&spec).map_err(|source| SpawnError::Prepare {
         path: spec.stderr_log.clone(),
@@ -92,6 +100,10 @@ pub async fn run_prepared(
         events,
         stderr_log: spec.stderr_log.clone(),
         stop: config.stop,
+        launcher: config
+            .launch
+            .as_ref()
+            .map(|(launcher, _)| launcher.display()),
     };
     let outcome = serve(command, run).await;
 

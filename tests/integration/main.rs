@@ -13,6 +13,7 @@ mod fake_children;
 mod faults;
 mod http_client;
 mod inspect;
+mod launcher;
 mod sandbox;
 mod spawn_result;
 mod team;

@@ -15,6 +15,7 @@ use crate::protocol::{AgentLimits, SandboxSettings};
 use crate::signal::StopSignal;
 use crate::supervisor::events::{AgentEvent, EventSink};
 use crate::supervisor::interrupt::Interrupts;
+use crate::supervisor::launcher::Launcher;
 use crate::supervisor::{Hygiene, Progress, ServeLimits};
 
 /// How each agent of the run is started and bounded.
@@ -27,6 +28,8 @@ pub struct AgentSettings {
     pub limits: AgentLimits,
     pub sandbox: SandboxSettings,
     pub prompts_dir: Option<PathBuf>,
+    /// Places each agent elsewhere (`--launcher`).
+    pub launcher: Option<Launcher>,
 }
 
 /// The run's own rules.

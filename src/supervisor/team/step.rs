@@ -15,6 +15,7 @@ use super::context::RunContext;
 use super::events::RunEvent;
 use super::record::{AgentRecord, StepStatus};
 use crate::protocol::{AgentId, AgentRole, AgentStatus, TaskFile, VerdictReport};
+use crate::supervisor::launcher::LaunchVars;
 use crate::supervisor::{AgentRun, SpawnConfig, spawn_agent};
 use crate::text::excerpt;
 
@@ -352,12 +353,26 @@ async fn start(
             }
         }
     });
+    let launch = ctx.agents.launcher.clone().map(|launcher| {
+        let vars = LaunchVars {
+            run_id: ctx
+                .recorder
+                .with(|run| run.run_id.clone())
+                .unwrap_or_default(),
+            step_id: id.to_string(),
+            agent_id: task.agent_id.to_string(),
+            role: role.as_str().to_string(),
+            attempt,
+        };
+        (launcher, vars)
+    });
     let config = SpawnConfig {
         task,
         agent_program: ctx.agents.program.clone(),
         limits: ctx.agents.serve.clone(),
         hygiene: ctx.agents.hygiene.clone(),
         stop: ctx.stop.clone(),
+        launch,
     };
     spawn_agent(config, ctx.model.clone(), &ctx.lines)
         .await
