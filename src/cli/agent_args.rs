@@ -38,7 +38,7 @@ pub struct AgentArgs {
 
     /// A directory of prompt overrides (see prompts/ for the names); files
     /// missing there keep the built-in prompts.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "TROUPE_PROMPTS_DIR")]
     pub prompts_dir: Option<PathBuf>,
 
     /// The troupe-agent binary (default: the one next to troupe).
@@ -59,7 +59,12 @@ pub struct AgentArgs {
     /// The Landlock sandbox of each agent: auto enforces what the kernel
     /// can and says what it cannot; required refuses to run an agent the
     /// kernel cannot fully confine; off runs agents unconfined.
-    #[arg(long, value_name = "MODE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "TROUPE_SANDBOX",
+        default_value = "auto"
+    )]
     pub sandbox: SandboxMode,
 
     /// Let agents and their commands open TCP connections (denied by

@@ -8,6 +8,7 @@
 mod agent_args;
 mod agents;
 mod background;
+mod config;
 pub mod model_args;
 mod plan;
 mod run;
@@ -38,6 +39,13 @@ pub struct UsageError(pub String);
         configuration or plan; 124 a run's deadline passed."
 )]
 struct Cli {
+    /// A config file of settings that stand for flags (model, base_url,
+    /// api_key_env, reasoning_echo, launcher, sandbox, agent_bin,
+    /// prompts_dir); default ./troupe.toml, then
+    /// ~/.config/troupe/config.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -80,6 +88,11 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Err(e) = config::apply(&args) {
+        eprintln!("troupe: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
     // the forking thread, so that thread must live as long as troupe.

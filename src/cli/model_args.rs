@@ -30,7 +30,12 @@ pub struct ModelArgs {
 
     /// The environment variable that holds the API key. Local servers
     /// (Ollama, llama.cpp) need none.
-    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    #[arg(
+        long,
+        value_name = "VAR",
+        env = "TROUPE_API_KEY_ENV",
+        default_value = "OPENAI_API_KEY"
+    )]
     pub api_key_env: String,
 
     /// Seconds to wait for one model answer.
@@ -45,7 +50,12 @@ pub struct ModelArgs {
     /// Whether assistant messages carry reasoning_content back to the
     /// endpoint: auto (always for DeepSeek, never for Mistral, otherwise as
     /// received), keep (as received), always ("" when none), never.
-    #[arg(long, value_name = "MODE", default_value = "auto")]
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "TROUPE_REASONING_ECHO",
+        default_value = "auto"
+    )]
     pub reasoning_echo: ReasoningEchoChoice,
 }
 

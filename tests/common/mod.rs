@@ -101,7 +101,10 @@ fn binary(path: &str) -> Command {
             command.env_remove(name);
         }
     }
-    command.env("NO_COLOR", "1").env_remove("OPENAI_API_KEY");
+    command
+        .env("NO_COLOR", "1")
+        .env("TROUPE_CONFIG", "")
+        .env_remove("OPENAI_API_KEY");
     command
 }
 
@@ -206,5 +209,24 @@ pub fn tool_call_names(transcript: &Value) -> Vec<String> {
         .iter()
         .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
         .map(|c| c["function"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid as u32 != std::process::id())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|raw| {
+                    String::from_utf8_lossy(&raw)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+                .unwrap_or(false)
+        })
+        .filter(|pid| alive(*pid))
         .collect()
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, alive, read_json, troupe};
+use crate::common::{Sandbox, processes_with, read_json, troupe};
 use crate::team::{
     approving_reviewer, planner, run_dir, step, team_run, worker_rule, worker_writes,
 };
@@ -54,25 +54,6 @@ fn has_event(sandbox: &Sandbox, kind: &str, step: &str) -> bool {
     events(sandbox)
         .iter()
         .any(|e| e["type"] == kind && e["step"] == step)
-}
-
-/// Pids of live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| *pid as u32 != std::process::id())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|raw| {
-                    String::from_utf8_lossy(&raw)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
-        .filter(|pid| alive(*pid))
-        .collect()
 }
 
 fn wait_exit(child: &mut Child) -> i32 {

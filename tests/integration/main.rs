@@ -15,6 +15,7 @@ mod http_client;
 mod inspect;
 mod launcher;
 mod sandbox;
+mod slurm;
 mod spawn_result;
 mod team;
 mod timeouts;

@@ -158,3 +158,70 @@ fn prompts_can_be_overridden_one_file_at_a_time() {
         "the built-in system prompt stays"
     );
 }
+
+#[test]
+fn a_config_file_stands_for_flags_and_flags_win() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "configured"}}]}
+    ]}]}));
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(&config, format!("model = \"{model}\"\nsandbox = \"off\"\n")).unwrap();
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "s",
+            "--task",
+            "t",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json()["stats"]["sandbox"]["status"],
+        "off",
+        "the file set --sandbox"
+    );
+
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            "2",
+            "--summary",
+            "s",
+            "--task",
+            "t",
+            "--sandbox",
+            "auto",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = run(command);
+    assert_ne!(
+        out.json()["stats"]["sandbox"]["status"],
+        "off",
+        "the flag beats the file"
+    );
+
+    std::fs::write(&config, "modle = \"typo\"\n").unwrap();
+    let mut command = troupe();
+    command.args(["status", "--config"]).arg(&config);
+    let out = run(command);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("is not valid") && out.stderr.contains("modle"),
+        "{}",
+        out.stderr
+    );
+}
