@@ -9,11 +9,12 @@
 
 use std::path::PathBuf;
 
-use super::briefs::{Delivered, review_brief, worker_brief};
+use super::briefs::{Delivered, worker_brief};
 use super::claims::{self, Claims};
 use super::context::RunContext;
 use super::events::RunEvent;
 use super::record::{AgentRecord, StepStatus};
+use super::review::{Review, review};
 use crate::protocol::{AgentId, AgentRole, AgentStatus, TaskFile, VerdictReport};
 use crate::supervisor::launcher::LaunchVars;
 use crate::supervisor::{AgentRun, SpawnConfig, spawn_agent};
@@ -24,15 +25,6 @@ pub enum StepEnd {
     Completed,
     Failed(String),
     Unreviewed { accepted: bool, reason: String },
-}
-
-enum Review {
-    Approved,
-    Rejected(VerdictReport),
-    /// Both tries failed as a system.
-    Failed(String),
-    /// The run stopped, or its budget ran out, before a verdict.
-    Stopped(String),
 }
 
 pub async fn run_step(ctx: &RunContext, id: String) -> (String, StepEnd) {
@@ -189,123 +181,8 @@ fn check_claims(ctx: &RunContext, id: &str, attempt: u32, worker: &AgentRecord) 
     claims
 }
 
-async fn review(
-    ctx: &RunContext,
-    id: &str,
-    attempt: u32,
-    worker: &AgentRecord,
-    claims: &Claims,
-) -> Review {
-    let brief = ctx
-        .recorder
-        .with(|run| {
-            run.step(id).map(|step| {
-                review_brief(
-                    ctx.agents.prompts_dir.as_deref(),
-                    &ctx.goal,
-                    step,
-                    attempt,
-                    worker,
-                    claims,
-                )
-            })
-        })
-        .flatten();
-    let brief = match brief {
-        Some(Ok(brief)) => brief,
-        Some(Err(e)) => return Review::Failed(format!("cannot write the reviewer's brief: {e}")),
-        None => return Review::Failed(format!("the step {id} is not in the run")),
-    };
-    let mut last_failure = String::new();
-    for review in 1..=2u32 {
-        let name = if review == 1 {
-            format!("review-{attempt}")
-        } else {
-            format!("review-{attempt}-{review}")
-        };
-        let dir = ctx.run_dir.join(id).join(name);
-        let event = RunEvent::ReviewStarted {
-            step: id.to_string(),
-            attempt,
-            review,
-            dir: ctx.show(&dir),
-        };
-        let run = match start(
-            ctx,
-            id,
-            attempt,
-            AgentRole::Reviewer,
-            dir,
-            brief.clone(),
-            event,
-        )
-        .await
-        {
-            Ok(run) => run,
-            Err(reason) => return Review::Stopped(reason),
-        };
-        let record = agent_record(&run);
-        let seconds = record.stats.runtime_seconds;
-        let outcome = &run.outcome;
-        let (event, verdict) = match (&outcome.verdict, outcome.status) {
-            (Some(verdict), AgentStatus::Completed) if verdict.approved => (
-                RunEvent::ReviewApproved {
-                    step: id.to_string(),
-                    attempt,
-                    summary: verdict.summary.clone(),
-                    seconds,
-                },
-                Some(Review::Approved),
-            ),
-            (Some(verdict), AgentStatus::Completed) => (
-                RunEvent::ReviewRejected {
-                    step: id.to_string(),
-                    attempt,
-                    summary: verdict.summary.clone(),
-                    issues: verdict.issues.clone(),
-                    suggestions: verdict.suggestions.clone(),
-                    retry: verdict.retry,
-                    seconds,
-                },
-                Some(Review::Rejected(verdict.clone())),
-            ),
-            _ => {
-                last_failure = match &outcome.error {
-                    Some(error) => format!("the reviewer ended {}: {error}", outcome.status),
-                    None => format!("the reviewer ended {} without a verdict", outcome.status),
-                };
-                let event = RunEvent::ReviewFailed {
-                    step: id.to_string(),
-                    attempt,
-                    review,
-                    reason: last_failure.clone(),
-                    seconds,
-                };
-                let stopped = outcome.status == AgentStatus::Terminated;
-                (
-                    event,
-                    stopped.then(|| Review::Stopped(last_failure.clone())),
-                )
-            }
-        };
-        ctx.recorder.emit(event, |run| {
-            run.totals.note_sandbox(record.stats.sandbox.as_ref());
-            if let Some(step) = run.step_mut(id) {
-                step.stats.add(&record.stats);
-                if let Some(last) = step.attempt_mut(attempt).reviews.last_mut() {
-                    *last = record;
-                }
-            }
-        });
-        if let Some(verdict) = verdict {
-            return verdict;
-        }
-    }
-    Review::Failed(last_failure)
-}
-
 /// Starts one agent of the step, once the budget and the stop allow it.
-async fn start(
+pub(super) async fn start(
     ctx: &RunContext,
     id: &str,
     attempt: u32,
@@ -379,7 +256,7 @@ async fn start(
         .map_err(|e| format!("cannot run the agent: {e}"))
 }
 
-fn agent_record(run: &AgentRun) -> AgentRecord {
+pub(super) fn agent_record(run: &AgentRun) -> AgentRecord {
     let result = &run.result;
     AgentRecord {
         dir: result.deliverables_dir.clone(),
