@@ -25,6 +25,30 @@ pub fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
+/// Rows of cells in aligned columns, two spaces apart, each line starting
+/// with `indent`.
+pub fn columns<const N: usize>(indent: &str, header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:w$}"))
+            .collect();
+        format!("{indent}{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
 /// Replaces every `{name}` in `template` by its value, in one pass, so a
 /// value that itself contains braces (a task quoting code) is left alone.
 /// Unknown names stay as they are.

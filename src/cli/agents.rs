@@ -210,27 +210,8 @@ fn table(agents: &[Seen]) -> String {
         "commands",
         "tokens",
         "last action",
-    ]
-    .map(str::to_string);
-    let mut widths = header.clone().map(|h| h.chars().count());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String; 7]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:w$}"))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(&header);
-    for row in &rows {
-        out.push_str(&line(row));
-    }
-    out
+    ];
+    crate::text::columns("", header, &rows)
 }
 
 fn ended(seen: &Seen) -> bool {

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use super::UsageError;
 use super::agents::Place;
 use crate::inspect::conversation::Render;
-use crate::inspect::run::{plan_of, run_text, step_text};
+use crate::inspect::run::{run_text, step_text};
 use crate::inspect::{Target, graph, html, load_run, resolve};
 use crate::paint::Painter;
 use crate::protocol::{AgentStatus, SUBAGENT_DIR};
@@ -83,8 +83,8 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
             let status = |id: &str| run.step(id).map(|s| s.status.as_str().to_string());
             let text = match args.format {
                 Format::Text => run_text(&run, &render),
-                Format::Dot => graph::dot(&plan_of(&run), &status),
-                Format::Mermaid => graph::mermaid(&plan_of(&run), &status),
+                Format::Dot => graph::dot(&run.live_plan(), &status),
+                Format::Mermaid => graph::mermaid(&run.live_plan(), &status),
             };
             print!("{text}");
             Ok(ExitCode::SUCCESS)

@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use super::graph::{svg, xml};
-use super::run::plan_of;
 use crate::chat::{Message, Role};
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::team::RunRecord;
@@ -24,7 +23,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f5f7f8;padding:.5em;m
 
 pub fn report(run: &RunRecord) -> String {
     let workspace = Path::new(&run.workspace);
-    let plan = plan_of(run);
+    let plan = run.live_plan();
     let status = |id: &str| run.step(id).map(|s| s.status.as_str().to_string());
     let t = &run.totals;
     let mut out = format!(

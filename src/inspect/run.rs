@@ -2,23 +2,10 @@
 //! attempts with their workers' reports and the reviewers' verdicts.
 
 use super::conversation::Render;
-use crate::supervisor::plan::{Plan, render_tree};
+use crate::supervisor::plan::render_tree;
 use crate::supervisor::team::RunRecord;
-use crate::supervisor::team::record::{AgentRecord, StepRecord, StepStatus};
+use crate::supervisor::team::record::{AgentRecord, StepRecord};
 use crate::text::excerpt;
-
-/// The run's plan: its live steps, in their order.
-pub fn plan_of(run: &RunRecord) -> Plan {
-    Plan {
-        summary: run.plan_summary.clone(),
-        steps: run
-            .steps
-            .iter()
-            .filter(|s| s.status != StepStatus::Replaced)
-            .map(StepRecord::step)
-            .collect(),
-    }
-}
 
 pub fn run_text(run: &RunRecord, render: &Render) -> String {
     let t = &run.totals;
@@ -37,7 +24,7 @@ pub fn run_text(run: &RunRecord, render: &Render) -> String {
         out.push_str(&format!("{reason}\n"));
     }
     out.push('\n');
-    out.push_str(&render_tree(&plan_of(run), |id| {
+    out.push_str(&render_tree(&run.live_plan(), |id| {
         run.step(id).map(|s| s.status.as_str().to_string())
     }));
     for step in &run.steps {

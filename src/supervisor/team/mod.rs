@@ -160,16 +160,7 @@ pub async fn run_team(
             };
             ctx.recorder.emit(event, |run| run.settings = settings);
             let tree = ctx.recorder.with(|run| {
-                let plan = Plan {
-                    summary: run.plan_summary.clone(),
-                    steps: run
-                        .steps
-                        .iter()
-                        .filter(|s| s.status != StepStatus::Replaced)
-                        .map(StepRecord::step)
-                        .collect(),
-                };
-                render_tree(&plan, |id| {
+                render_tree(&run.live_plan(), |id| {
                     run.step(id).map(|s| s.status.as_str().to_string())
                 })
             });

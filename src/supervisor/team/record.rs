@@ -278,6 +278,19 @@ impl Totals {
 }
 
 impl RunRecord {
+    /// The run's plan as it stands: its steps that no replan replaced.
+    pub fn live_plan(&self) -> crate::supervisor::plan::Plan {
+        crate::supervisor::plan::Plan {
+            summary: self.plan_summary.clone(),
+            steps: self
+                .steps
+                .iter()
+                .filter(|s| s.status != StepStatus::Replaced)
+                .map(StepRecord::step)
+                .collect(),
+        }
+    }
+
     pub fn step(&self, id: &str) -> Option<&StepRecord> {
         self.steps.iter().find(|s| s.id == id)
     }

@@ -21,26 +21,9 @@ pub fn summary_table(run: &RunRecord) -> String {
             ]
         })
         .collect();
-    let header = ["step", "status", "attempts", "duration", "tokens"].map(str::to_string);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String; 5]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:width$}"))
-            .collect();
-        format!("  {}\n", padded.join("  ").trim_end())
-    };
+    let header = ["step", "status", "attempts", "duration", "tokens"];
     let mut out = String::from("\n");
-    out.push_str(&line(&header));
-    for row in &rows {
-        out.push_str(&line(row));
-    }
+    out.push_str(&crate::text::columns("  ", header, &rows));
     let t = &run.totals;
     out.push_str(&format!(
         "\nrun {}: {} of {} steps completed, {} failed, {} skipped, {} unreviewed; {} agents, {} tokens, {:.1} s\n",
