@@ -1,7 +1,8 @@
 //! `conversations.json`: the full record of one agent, in the seed's shape.
 //!
 //! The child owns its transcript while it runs and rewrites it atomically
-//! after every message, so a kill at any instant leaves the last valid copy.
+//! after every message (a turn's tool results together), so a kill at any
+//! instant leaves the last valid copy.
 //! Once the child is gone the parent may seal it with the status only the
 //! parent knows (timeout, crash), which keeps one writer at any time.
 
@@ -83,13 +84,8 @@ impl TranscriptWriter {
         &self.doc.messages
     }
 
-    pub fn push(&mut self, message: Message) -> std::io::Result<()> {
-        self.doc.messages.push(message);
-        self.save()
-    }
-
-    /// Several messages that arrive together (a turn's tool results), in
-    /// one write.
+    /// Messages that arrive together (a turn's tool results) in one write;
+    /// one message is the usual case.
     pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
         self.doc.messages.extend(messages);
         self.save()
