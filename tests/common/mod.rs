@@ -139,9 +139,9 @@ pub fn run(mut command: Command) -> Run {
     }
 }
 
-/// `troupe spawn` for agent `id` in the sandbox's workspace, with `extra`
-/// arguments appended.
-pub fn spawn(sandbox: &Sandbox, id: u32, task: &str, model: &str, extra: &[&str]) -> Run {
+/// `troupe spawn` for agent `id` in the sandbox's workspace, ready for
+/// more arguments or environment.
+pub fn spawn_command(sandbox: &Sandbox, id: u32, task: &str, model: &str) -> Command {
     let mut command = troupe();
     command
         .args([
@@ -155,8 +155,15 @@ pub fn spawn(sandbox: &Sandbox, id: u32, task: &str, model: &str, extra: &[&str]
         ])
         .arg("--workspace")
         .arg(sandbox.ws())
-        .args(["--model", model])
-        .args(extra);
+        .args(["--model", model]);
+    command
+}
+
+/// `troupe spawn` for agent `id` in the sandbox's workspace, with `extra`
+/// arguments appended, run to the end.
+pub fn spawn(sandbox: &Sandbox, id: u32, task: &str, model: &str, extra: &[&str]) -> Run {
+    let mut command = spawn_command(sandbox, id, task, model);
+    command.args(extra);
     run(command)
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Run, Sandbox, alive, read_json, run, troupe};
+use crate::common::{Run, Sandbox, alive, read_json, run, spawn_command, troupe};
 
 /// A worker that takes about `turns * latency` to write two files.
 fn slow_script(sandbox: &Sandbox, latency_ms: u64) -> String {
@@ -206,21 +206,7 @@ fn duplicates_the_concurrency_limit_and_shared_directories_are_refused() {
         too_many.stderr
     );
 
-    let mut blocking = troupe();
-    blocking
-        .args([
-            "spawn",
-            "--id",
-            "1",
-            "--summary",
-            "s",
-            "--task",
-            "t",
-            "--model",
-            &model,
-        ])
-        .arg("--workspace")
-        .arg(sandbox.ws());
+    let blocking = spawn_command(&sandbox, 1, "t", &model);
     let refused = run(blocking);
     assert_eq!(
         refused.code, 2,
@@ -270,22 +256,8 @@ fn on_finish_runs_with_the_result_file() {
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
     ]}]}));
-    let mut command = troupe();
-    command
-        .args([
-            "spawn",
-            "--id",
-            "1",
-            "--summary",
-            "s",
-            "--task",
-            "t",
-            "--model",
-            &model,
-        ])
-        .args(["--on-finish", hook.to_str().unwrap()])
-        .arg("--workspace")
-        .arg(sandbox.ws());
+    let mut command = spawn_command(&sandbox, 1, "t", &model);
+    command.args(["--on-finish", hook.to_str().unwrap()]);
     assert_eq!(run(command).code, 0);
     let written = std::fs::read_to_string(&note).unwrap();
     let result = sandbox.agent_dir(1).join(".subagent/result.json");

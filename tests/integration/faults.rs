@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, processes_with, read_json, troupe};
+use crate::common::{Sandbox, processes_with, read_json, spawn_command, troupe};
 use crate::team::{
     approving_reviewer, planner, run_dir, step, team_run, worker_rule, worker_writes,
 };
@@ -361,21 +361,8 @@ fn ctrl_c_stops_a_spawned_agent_and_keeps_its_transcript() {
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "begun.txt", "content": "x"}}]},
         {"delay_ms": 30000, "content": "never"}
     ]}]}));
-    let mut command = troupe();
+    let mut command = spawn_command(&sandbox, 1, "t", &model);
     command
-        .args([
-            "spawn",
-            "--id",
-            "1",
-            "--summary",
-            "s",
-            "--task",
-            "t",
-            "--model",
-            &model,
-        ])
-        .arg("--workspace")
-        .arg(sandbox.ws())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, run, spawn, tool_results, troupe, troupe_agent};
+use crate::common::{Sandbox, run, spawn, spawn_command, tool_results, troupe, troupe_agent};
 use crate::team::{planner, step, team_run, worker_rule, worker_writes};
 
 /// The Landlock ABI this kernel enforces in full, if it does.
@@ -266,22 +266,9 @@ fn the_api_key_never_reaches_a_child() {
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "env"}}]},
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "looked"}}]}
     ]}]}));
-    let mut command = troupe();
+    let mut command = spawn_command(&sandbox, 1, "print env", &model);
     command
-        .args([
-            "spawn",
-            "--id",
-            "1",
-            "--summary",
-            "env",
-            "--task",
-            "print env",
-            "--model",
-            &model,
-        ])
         .args(["--pass-env", "TROUPE_TEST_PASSED"])
-        .arg("--workspace")
-        .arg(sandbox.ws())
         .env("OPENAI_API_KEY", "sk-very-secret")
         .env("TROUPE_TEST_PASSED", "visible")
         .env("SOME_OTHER_SETTING", "hidden");
@@ -305,22 +292,8 @@ fn the_api_key_never_reaches_a_child() {
     );
     assert!(env.contains("TMPDIR="), "{env}");
 
-    let mut refused = troupe();
-    refused
-        .args([
-            "spawn",
-            "--id",
-            "2",
-            "--summary",
-            "env",
-            "--task",
-            "x",
-            "--model",
-            &model,
-        ])
-        .args(["--pass-env", "OPENAI_API_KEY"])
-        .arg("--workspace")
-        .arg(sandbox.ws());
+    let mut refused = spawn_command(&sandbox, 2, "x", &model);
+    refused.args(["--pass-env", "OPENAI_API_KEY"]);
     let out = run(refused);
     assert_eq!(out.code, 2);
     assert!(
