@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, run, spawn, spawn_command, tool_results, troupe, troupe_agent};
+use crate::common::{Sandbox, run, spawn, spawn_command, tool_results, troupe_agent};
 use crate::team::{planner, step, team_run, worker_rule, worker_writes};
 
 /// The Landlock ABI this kernel enforces in full, if it does.
@@ -29,16 +29,21 @@ fn need_landlock(test: &str) -> bool {
     }
 }
 
-/// One turn of `commands` through run_command, then finish; the results.
-fn run_commands(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Vec<Value> {
+/// A scripted worker that runs `commands` in one turn, then finishes.
+fn commands_script(sandbox: &Sandbox, commands: &[&str]) -> String {
     let calls: Vec<Value> = commands
         .iter()
         .map(|c| json!({"name": "run_command", "arguments": {"command": c}}))
         .collect();
-    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+    sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": calls},
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran"}}]}
-    ]}]}));
+    ]}]}))
+}
+
+/// One turn of `commands` through run_command, then finish; the results.
+fn run_commands(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Vec<Value> {
+    let model = commands_script(sandbox, commands);
     let run = spawn(sandbox, 1, "run commands", &model, extra);
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     let mut results = tool_results(&sandbox.transcript(1));
@@ -63,31 +68,9 @@ fn a_worker_writes_only_inside_the_workspace() {
         "touch \"$HOME/escaped.txt\"",
         "echo fine > inside.txt && echo $TMPDIR > tmpdir.txt && touch \"$TMPDIR/scratch\"",
     ];
-    let mut command = troupe();
-    let calls: Vec<Value> = commands
-        .iter()
-        .map(|c| json!({"name": "run_command", "arguments": {"command": c}}))
-        .collect();
-    let script = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
-        {"tool_calls": calls},
-        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran"}}]}
-    ]}]}));
-    command
-        .args([
-            "spawn",
-            "--id",
-            "1",
-            "--summary",
-            "escape",
-            "--task",
-            "try to escape",
-            "--sandbox",
-            "required",
-        ])
-        .arg("--workspace")
-        .arg(sandbox.ws())
-        .args(["--model", &script])
-        .env("HOME", &home);
+    let script = commands_script(&sandbox, &commands);
+    let mut command = spawn_command(&sandbox, 1, "try to escape", &script);
+    command.args(["--sandbox", "required"]).env("HOME", &home);
     let out = run(command);
     assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
     let results = tool_results(&sandbox.transcript(1));
