@@ -1,0 +1,34 @@
+//! troupe's own files: records written atomically and read with a bound
+//! (`records`), and paths opened without following links (`nofollow`),
+//! because the workspace they live in is also the agents' to write.
+
+pub mod nofollow;
+mod records;
+
+pub use records::{
+    RECORD_CAP, create_file, is_dir, is_regular, open_append, read_bounded, read_record,
+    read_regular, read_tail, write_atomic, write_json_atomic,
+};
+
+use std::path::Path;
+
+/// Every file under an agent's directory but its `.subagent/` (and the
+/// `.subagent-<time>/` of earlier runs), as paths relative to the
+/// workspace, sorted: what the agent left as deliverables.
+pub fn deliverable_files(workspace: &Path, agent_dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = walkdir::WalkDir::new(agent_dir)
+        .into_iter()
+        .filter_entry(|e| {
+            let ours = e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(crate::protocol::SUBAGENT_DIR);
+            !(e.depth() == 1 && ours)
+        })
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| crate::protocol::display_in(workspace, e.path()))
+        .collect();
+    files.sort();
+    files
+}
