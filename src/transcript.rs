@@ -141,7 +141,7 @@ pub enum TranscriptError {
 }
 
 pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TranscriptError::Read {
+    let text = crate::fsutil::read_record(path).map_err(|source| TranscriptError::Read {
         path: path.to_path_buf(),
         source,
     })?;

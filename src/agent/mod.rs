@@ -116,7 +116,7 @@ fn write_now(message: &FromChild) {
 }
 
 fn read_task(path: &Path) -> Result<TaskFile, String> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_record(path)
         .map_err(|e| format!("cannot read the task file {}: {e}", path.display()))?;
     let task: TaskFile = serde_json::from_str(&text)
         .map_err(|e| format!("the task file {} is not valid: {e}", path.display()))?;
@@ -151,8 +151,8 @@ async fn run_task(
         },
         None => Arc::new(ParentModel::start(out.clone(), cancel.clone())),
     };
-    let setup = std::fs::create_dir_all(task.subagent_dir())
-        .and_then(|()| PathFence::new(&task.workspace, &task.agent_dir));
+    let setup = crate::fsutil::nofollow::create_dir_all(&task.subagent_dir())
+        .and_then(|_| PathFence::new(&task.workspace, &task.agent_dir));
     let fence = match setup {
         Ok(fence) => fence,
         Err(e) => {

@@ -30,10 +30,17 @@ pub struct Place {
 }
 
 impl Place {
+    /// The results directory as an absolute path, links resolved: the one
+    /// the user named is the user's own; below it troupe follows no link.
     pub fn results(&self) -> PathBuf {
-        self.results
+        let named = self
+            .results
             .clone()
-            .unwrap_or_else(|| self.workspace.join("sub_agent_results"))
+            .unwrap_or_else(|| self.workspace.join("sub_agent_results"));
+        named
+            .canonicalize()
+            .or_else(|_| std::path::absolute(&named))
+            .unwrap_or(named)
     }
 }
 
@@ -232,8 +239,8 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
             let mut all_completed = true;
             for (id, agent) in args.ids.iter().zip(&seen) {
                 all_completed &= agent.status == "completed";
-                let result = std::fs::read_to_string(
-                    registry::agent_dir(&results, id)
+                let result = crate::fsutil::read_record(
+                    &registry::agent_dir(&results, id)
                         .join(SUBAGENT_DIR)
                         .join("result.json"),
                 );

@@ -8,7 +8,6 @@
 //! (its pid is in the status file), or reports why it could not start.
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,8 +45,8 @@ pub fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
     args.push("--supervise".into());
     args.push(task_path.into_os_string());
     let log_path = task.subagent_dir().join("supervisor.log");
-    let log =
-        File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let log = crate::fsutil::create_file(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut command = Command::new(exe);
     command
         .args(args)
@@ -74,7 +73,7 @@ pub fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
             break;
         }
         if let Some(exit) = supervisor.try_wait()? {
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let log = crate::fsutil::read_tail(&log_path, 64 * 1024).unwrap_or_default();
             eprintln!(
                 "troupe: the background supervisor ended ({exit}) before starting agent {}:\n{}",
                 task.agent_id,

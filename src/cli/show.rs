@@ -155,6 +155,6 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn read(path: &Path) -> Result<String, UsageError> {
-    std::fs::read_to_string(path)
+    crate::fsutil::read_record(path)
         .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))
 }

@@ -18,7 +18,7 @@ use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
 use crate::supervisor::launcher::LaunchVars;
 use crate::supervisor::notify::on_finish;
 use crate::supervisor::registry::{self, AgentLock, Holder};
-use crate::supervisor::spawn::{prepare, run_prepared};
+use crate::supervisor::spawn::{Existing, prepare, run_prepared};
 use crate::supervisor::status::StatusTracker;
 use crate::supervisor::{Progress, SpawnConfig};
 
@@ -98,7 +98,7 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     let max = args.background.then_some(args.max_concurrent);
     registry::check_new(&results, &id, &task.agent_dir, max)
         .map_err(|e| UsageError(e.to_string()))?;
-    prepare(&task, &Progress::stderr())?;
+    prepare(&task, Existing::MoveAside, &Progress::stderr())?;
     registry::index(&results, &id, &task.agent_dir)?;
     if args.background {
         return super::background::launch(&task);
@@ -167,7 +167,7 @@ async fn supervise(
 }
 
 fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_record(path)
         .map_err(|e| UsageError(format!("cannot read the task file {}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
         UsageError(format!(
@@ -201,13 +201,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
         ));
     }
     let workspace = make_dir(&args.workspace, "--workspace")?;
-    let agent_dir = match &args.deliverables_dir {
-        Some(dir) => workspace.join(dir),
-        None => workspace
-            .join("sub_agent_results")
-            .join(format!("agent_{}", args.id)),
-    };
-    let agent_dir = make_dir(&agent_dir, "--deliverables-dir")?;
+    let agent_dir = agent_dir(&workspace, args)?;
     let prompts_dir = args.agent.prompts_dir()?;
     let mut task = TaskFile::new(
         AgentId::new(args.id.to_string()),
@@ -222,6 +216,21 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
     task.limits = args.agent.agent_limits(args.max_tokens);
     task.sandbox = args.agent.sandbox();
     Ok(task)
+}
+
+/// The agent's directory. Inside the workspace, where agents write, it is
+/// reached without following any link (`prepare` makes it so); a
+/// directory elsewhere is the user's own, taken as it resolves.
+fn agent_dir(workspace: &Path, args: &SpawnArgs) -> Result<PathBuf, UsageError> {
+    let Some(dir) = &args.deliverables_dir else {
+        let name = format!("agent_{}", args.id);
+        return Ok(workspace.join("sub_agent_results").join(name));
+    };
+    let lexical = crate::fsutil::normalize(&workspace.join(dir));
+    if lexical.starts_with(workspace) {
+        return Ok(lexical);
+    }
+    make_dir(dir, "--deliverables-dir")
 }
 
 /// Creates `dir` if needed and returns its canonical path.

@@ -10,7 +10,24 @@ pub use records::{
     read_regular, read_tail, write_atomic, write_json_atomic,
 };
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
+
+/// `path` with `.` and `..` removed without touching the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+        }
+    }
+    out
+}
 
 /// Every file under an agent's directory but its `.subagent/` (and the
 /// `.subagent-<time>/` of earlier runs), as paths relative to the

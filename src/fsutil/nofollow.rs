@@ -37,6 +37,9 @@ pub fn open_beneath(
     let Some((last, dirs)) = names.split_last() else {
         return openat(root, ".", flags | OFlag::O_CLOEXEC, mode).map_err(io::Error::from);
     };
+    // openat2 refuses a mode where nothing is created.
+    let creates = flags.intersects(OFlag::O_CREAT | OFlag::O_TMPFILE);
+    let mode = if creates { mode } else { Mode::empty() };
     if !NO_OPENAT2.load(Ordering::Relaxed) {
         let how = OpenHow::new()
             .flags(flags | OFlag::O_CLOEXEC)
@@ -97,10 +100,16 @@ pub fn create_new_dir(path: &Path) -> io::Result<OwnedFd> {
     let (parent, name) = split(path)?;
     let dir = create_dir_all(parent)?;
     mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o777)).map_err(|e| match e {
-        Errno::EEXIST => io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "something is already there, and troupe did not put it there",
-        ),
+        Errno::EEXIST => {
+            let found = fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_or("something", |stat| kind(&stat));
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                Refused(format!(
+                    "{found} is already there, and troupe did not put it there"
+                )),
+            )
+        }
         e => e.into(),
     })?;
     open_dir_at(dir.as_fd(), name).map_err(|e| explain(dir.as_fd(), name, e))
@@ -214,8 +223,22 @@ fn explain(dir: BorrowedFd<'_>, name: &OsStr, error: Errno) -> io::Error {
     if link { link_refused() } else { error.into() }
 }
 
+/// Why a path was refused: something that troupe did not make stands
+/// where troupe makes its own files.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(String);
+
+/// Whether `error` is a refusal of something planted on the path, rather
+/// than a failure of the file system.
+pub fn is_refusal(error: &io::Error) -> bool {
+    error.get_ref().is_some_and(|inner| inner.is::<Refused>())
+}
+
 fn link_refused() -> io::Error {
-    io::Error::other("a symbolic link stands on the path, and troupe follows none there")
+    io::Error::other(Refused(
+        "a symbolic link stands on the path, and troupe follows none there".to_string(),
+    ))
 }
 
 fn invalid(why: &str) -> io::Error {
@@ -244,12 +267,13 @@ mod tests {
             assert!(error.to_string().contains("symbolic link"), "{error}");
         }
         let error = create_dir_all(&base.join("link/new")).unwrap_err();
-        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert!(is_refusal(&error), "{error}");
         assert!(!outside.join("new").exists());
 
         assert!(create_new_dir(&base.join("a/b")).is_ok());
         let again = create_new_dir(&base.join("a/b")).unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        assert!(is_refusal(&again));
         assert!(create_new_dir(&base.join("link")).is_err());
     }
 

@@ -10,6 +10,7 @@ pub mod run;
 
 use std::path::{Path, PathBuf};
 
+use crate::fsutil::is_regular;
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::registry;
 use crate::supervisor::team::RunRecord;
@@ -26,25 +27,27 @@ pub enum Target {
 }
 
 /// Finds `name` in `results`: `agent_3` or `3`, a run id, `RUN/STEP`,
-/// `RUN/STEP/worker-1`, or a path to any of these.
+/// `RUN/STEP/worker-1`, or a path to any of these. A path the user typed is
+/// taken as it resolves; inside the results directory no link is followed.
 pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
     let name = name.trim_end_matches('/');
-    for base in [PathBuf::from(name), results.join(name)] {
-        if base.join("run.json").is_file() {
+    let typed = Path::new(name).canonicalize().ok();
+    for base in typed.into_iter().chain([results.join(name)]) {
+        if is_regular(&base.join("run.json")) {
             return Ok(Target::Run(base));
         }
-        if base.join(SUBAGENT_DIR).join("conversations.json").is_file() {
+        if is_regular(&base.join(SUBAGENT_DIR).join("conversations.json")) {
             return Ok(Target::Agent(base));
         }
     }
     let id = name.strip_prefix("agent_").unwrap_or(name);
     let dir = registry::agent_dir(results, id);
-    if dir.join(SUBAGENT_DIR).join("conversations.json").is_file() {
+    if is_regular(&dir.join(SUBAGENT_DIR).join("conversations.json")) {
         return Ok(Target::Agent(dir));
     }
     if let Some((run, step)) = name.split_once('/') {
         let run_dir = results.join(run);
-        if run_dir.join("run.json").is_file() {
+        if is_regular(&run_dir.join("run.json")) {
             return Ok(Target::Step {
                 run: run_dir,
                 step: step.to_string(),
@@ -59,7 +62,7 @@ pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
 
 pub fn load_run(dir: &Path) -> Result<RunRecord, String> {
     let path = dir.join("run.json");
-    let text = std::fs::read_to_string(&path)
+    let text = crate::fsutil::read_record(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not valid: {e}", path.display()))
 }

@@ -51,7 +51,7 @@ pub struct Hygiene {
 /// command line appended to its words, and it gets the `SLURM_*` variables
 /// too, so that `srun` inside an allocation places job steps in it.
 pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
-    let stderr = std::fs::File::create(&spec.stderr_log)?;
+    let stderr = crate::fsutil::create_file(&spec.stderr_log)?;
     let mut command = match spec.launcher.as_deref() {
         Some([launcher, words @ ..]) => {
             let mut command = Command::new(launcher);

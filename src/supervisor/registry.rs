@@ -8,14 +8,16 @@
 //! `<results>/.agents/<id>.json`, maps agent ids to their directories,
 //! which `--deliverables-dir` may put anywhere.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::write_json_atomic;
+use crate::fsutil::{nofollow, read_record, write_json_atomic};
 
 const LOCK_FILE: &str = ".subagent.lock";
 const INDEX_DIR: &str = ".agents";
@@ -64,13 +66,7 @@ impl AgentLock {
     /// Takes `agent_dir` for `holder`, or says who has it.
     pub fn acquire(agent_dir: &Path, holder: &Holder) -> Result<AgentLock, RegistryError> {
         let path = agent_dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io(&path))?;
+        let file = open_lock(&path, OFlag::O_RDWR | OFlag::O_CREAT).map_err(io(&path))?;
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, _)) => {
@@ -98,7 +94,7 @@ impl AgentLock {
 
 /// Whether some process holds `agent_dir`.
 pub fn is_held(agent_dir: &Path) -> bool {
-    let Ok(file) = File::open(agent_dir.join(LOCK_FILE)) else {
+    let Ok(file) = open_lock(&agent_dir.join(LOCK_FILE), OFlag::O_RDONLY) else {
         return false;
     };
     Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err()
@@ -106,8 +102,16 @@ pub fn is_held(agent_dir: &Path) -> bool {
 
 /// The holder written in `agent_dir`'s lock file, if any.
 pub fn holder(agent_dir: &Path) -> Option<Holder> {
-    let text = std::fs::read_to_string(agent_dir.join(LOCK_FILE)).ok()?;
+    let text = read_record(&agent_dir.join(LOCK_FILE)).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// The lock file, reached without a link; it must be a regular file with
+/// no other name, since holding it truncates it.
+fn open_lock(path: &Path, flags: OFlag) -> std::io::Result<File> {
+    let fd = nofollow::open(path, flags, Mode::from_bits_truncate(0o644))?;
+    nofollow::sole_regular_file(fd.as_fd())?;
+    Ok(File::from(fd))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,7 +123,7 @@ struct IndexEntry {
 /// Records where agent `id` lives, for `status`, `wait`, `show`.
 pub fn index(results: &Path, id: &str, agent_dir: &Path) -> Result<(), RegistryError> {
     let dir = results.join(INDEX_DIR);
-    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    nofollow::create_dir_all(&dir).map_err(io(&dir))?;
     let path = dir.join(format!("{id}.json"));
     let entry = IndexEntry {
         agent_id: id.to_string(),
@@ -130,7 +134,7 @@ pub fn index(results: &Path, id: &str, agent_dir: &Path) -> Result<(), RegistryE
 
 /// The directory of agent `id`: from the index, else the default place.
 pub fn agent_dir(results: &Path, id: &str) -> PathBuf {
-    let indexed = std::fs::read_to_string(results.join(INDEX_DIR).join(format!("{id}.json")))
+    let indexed = read_record(&results.join(INDEX_DIR).join(format!("{id}.json")))
         .ok()
         .and_then(|text| serde_json::from_str::<IndexEntry>(&text).ok());
     match indexed {

@@ -320,9 +320,12 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
+/// How much of a log's end is read for an error message.
+const LOG_TAIL_BYTES: u64 = 8192;
+
 /// The last lines of a log, on one line, for an error message.
 pub(super) fn log_tail(path: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::fsutil::read_tail(path, LOG_TAIL_BYTES).ok()?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return None;

@@ -9,12 +9,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nix::errno::Errno;
+use nix::fcntl::renameat;
+
 use super::command::{ChildSpec, Hygiene, child_command};
 use super::events::EventSink;
 use super::launcher::{LaunchVars, Launcher};
 use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
-use crate::fsutil::{deliverable_files, write_json_atomic};
+use crate::fsutil::{deliverable_files, nofollow, write_json_atomic};
 use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::{AgentStatus, TaskFile};
 use crate::signal::StopSignal;
@@ -45,6 +48,13 @@ pub enum SpawnError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "refusing the agent directory {path}: {source}; an agent's command may have planted it, so troupe will not use it"
+    )]
+    Planted {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Transcript(#[from] transcript::TranscriptError),
     #[error("cannot write the result file {path}: {source}")]
@@ -54,13 +64,23 @@ pub enum SpawnError {
     },
 }
 
-/// One agent in a fresh directory: `prepare`, then `run_prepared`.
+/// What `prepare` does with an agent directory that exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Every agent of a team run gets a directory of its own, so one that
+    /// exists was put there by someone else.
+    Refuse,
+    /// `troupe spawn --id N` again: the earlier run's records move aside.
+    MoveAside,
+}
+
+/// One agent in a directory of its own: `prepare`, then `run_prepared`.
 pub async fn spawn_agent(
     config: SpawnConfig,
     model: Arc<dyn ChatModel>,
     events: &dyn EventSink,
 ) -> Result<AgentRun, SpawnError> {
-    prepare(&config.task, events)?;
+    prepare(&config.task, Existing::Refuse, events)?;
     run_prepared(config, model, events).await
 }
 
@@ -137,34 +157,47 @@ pub async fn run_prepared(
     Ok(AgentRun { result, outcome })
 }
 
-/// Makes the agent's directory and writes its task file. An earlier run's
-/// `.subagent/` is renamed to `.subagent-<time>` first, so nothing of it is
-/// lost.
-pub fn prepare(task: &TaskFile, events: &dyn EventSink) -> Result<(), SpawnError> {
-    let name = task.agent_id.to_string();
+/// Makes the agent's directory and writes its task file, never through
+/// a link: every directory on the way is opened without following one,
+/// and a link or a planted entry is refused. An earlier run's `.subagent/`
+/// is renamed to `.subagent-<time>` first, so nothing of it is lost.
+pub fn prepare(
+    task: &TaskFile,
+    existing: Existing,
+    events: &dyn EventSink,
+) -> Result<(), SpawnError> {
     let fail = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| SpawnError::Prepare { path, source }
+        move |source: std::io::Error| match nofollow::is_refusal(&source) {
+            true => SpawnError::Planted { path, source },
+            false => SpawnError::Prepare { path, source },
+        }
     };
-    let subagent = task.subagent_dir();
-    std::fs::create_dir_all(&task.agent_dir).map_err(fail(&task.agent_dir))?;
-    if subagent.exists() {
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let aside = task
-            .agent_dir
-            .join(format!("{}-{stamp}", crate::protocol::SUBAGENT_DIR));
-        std::fs::rename(&subagent, &aside).map_err(fail(&subagent))?;
-        let message = format!(
-            "the previous run's records were moved to {}",
-            aside.display()
-        );
-        events.event(
-            &name,
-            super::events::AgentEvent::Warning { message: &message },
-        );
+    let dir = match existing {
+        Existing::Refuse => nofollow::create_new_dir(&task.agent_dir),
+        Existing::MoveAside => nofollow::create_dir_all(&task.agent_dir),
     }
-    std::fs::create_dir_all(&subagent).map_err(fail(&subagent))?;
-    std::fs::create_dir_all(task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
+    .map_err(fail(&task.agent_dir))?;
+    let subagent = task.subagent_dir();
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let aside = format!("{}-{stamp}", crate::protocol::SUBAGENT_DIR);
+    match renameat(&dir, crate::protocol::SUBAGENT_DIR, &dir, aside.as_str()) {
+        Ok(()) => {
+            let message = format!(
+                "the previous run's records were moved to {}",
+                task.agent_dir.join(&aside).display()
+            );
+            let name = task.agent_id.to_string();
+            events.event(
+                &name,
+                super::events::AgentEvent::Warning { message: &message },
+            );
+        }
+        Err(Errno::ENOENT) => {}
+        Err(e) => return Err(fail(&subagent)(e.into())),
+    }
+    nofollow::create_new_dir(&subagent).map_err(fail(&subagent))?;
+    nofollow::create_new_dir(&task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
     let task_path = subagent.join("task.json");
     write_json_atomic(&task_path, task).map_err(fail(&task_path))
 }

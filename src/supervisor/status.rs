@@ -55,7 +55,7 @@ impl StatusFile {
     }
 
     pub fn load(task_dir: &std::path::Path) -> Option<StatusFile> {
-        let text = std::fs::read_to_string(task_dir.join("status.json")).ok()?;
+        let text = crate::fsutil::read_record(&task_dir.join("status.json")).ok()?;
         serde_json::from_str(&text).ok()
     }
 }

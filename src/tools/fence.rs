@@ -6,8 +6,9 @@
 //! command goes around the tools.
 
 use std::io;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
+use crate::fsutil::normalize;
 use crate::protocol::SUBAGENT_DIR;
 
 /// How many symlinks a path may pass through, as the kernel's own limit.
@@ -117,23 +118,6 @@ impl PathFence {
     fn contains(&self, path: &Path) -> bool {
         path.starts_with(&self.workspace) || path.starts_with(&self.agent_dir)
     }
-}
-
-/// `.` and `..` removed without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::Prefix(p) => out.push(p.as_os_str()),
-            Component::RootDir => out.push(Component::RootDir.as_os_str()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(name) => out.push(name),
-        }
-    }
-    out
 }
 
 enum RealPathError {

@@ -11,6 +11,7 @@ mod common;
 mod background;
 mod fake_children;
 mod faults;
+mod hostile;
 mod http_client;
 mod inspect;
 mod launcher;

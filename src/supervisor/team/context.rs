@@ -75,6 +75,23 @@ impl RunContext {
     pub fn show(&self, path: &std::path::Path) -> String {
         crate::protocol::display_in(&self.workspace, path)
     }
+
+    /// Keeps a Planner answer that was not a valid plan in `planner/`, for
+    /// the user to read; a failure to keep it is said and does not stop
+    /// the run.
+    pub fn save_planner_answer(&self, name: &str, answer: &str) -> PathBuf {
+        let dir = self.run_dir.join("planner");
+        let path = dir.join(name);
+        let saved = crate::fsutil::nofollow::create_dir_all(&dir)
+            .and_then(|_| crate::fsutil::write_atomic(&path, answer.as_bytes()));
+        if let Err(e) = saved {
+            eprintln!(
+                "troupe: cannot keep the planner's answer in {}: {e}",
+                path.display()
+            );
+        }
+        path
+    }
 }
 
 /// Agent-level progress during a run: every line with `--verbose`,

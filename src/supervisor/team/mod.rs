@@ -94,7 +94,7 @@ pub async fn run_team(
         Start::Fresh { goal, .. } => {
             let run_id = new_run_id();
             let run_dir = config.workspace.join("sub_agent_results").join(&run_id);
-            std::fs::create_dir_all(&run_dir)?;
+            crate::fsutil::nofollow::create_new_dir(&run_dir)?;
             let record = fresh_record(&config, &run_id, goal, &run_dir);
             (run_dir, record, None)
         }
@@ -231,9 +231,7 @@ fn start(ctx: &RunContext, plan: &Plan) -> std::io::Result<()> {
 }
 
 fn invalid_plan(ctx: &RunContext, failure: PlanFailure) -> TeamOutcome {
-    let saved = ctx.run_dir.join("planner").join("invalid-plan.txt");
-    let _ = std::fs::create_dir_all(ctx.run_dir.join("planner"));
-    let _ = std::fs::write(&saved, &failure.answer);
+    let saved = ctx.save_planner_answer("invalid-plan.txt", &failure.answer);
     let reason = format!("the planner's plan is invalid: {}", failure.reason);
     let event = RunEvent::PlanInvalid {
         round: 0,

@@ -137,10 +137,10 @@ impl Planner {
         let Some(path) = &self.transcript else { return };
         self.conversation.status = status;
         self.conversation.completed_at = Some(chrono::Utc::now());
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Err(e) = crate::fsutil::write_json_atomic(path, &self.conversation) {
+        let dir = path.parent().unwrap_or(path);
+        let saved = crate::fsutil::nofollow::create_dir_all(dir)
+            .and_then(|_| crate::fsutil::write_json_atomic(path, &self.conversation));
+        if let Err(e) = saved {
             eprintln!(
                 "troupe: cannot write the planner's transcript {}: {e}",
                 path.display()

@@ -53,10 +53,7 @@ struct EventLine<'a> {
 impl Recorder {
     /// Opens the run's records in `run_dir` and writes the first run.json.
     pub fn create(run_dir: &Path, record: RunRecord, json_stdout: bool) -> std::io::Result<Self> {
-        let events = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(run_dir.join("events.jsonl"))?;
+        let events = crate::fsutil::open_append(&run_dir.join("events.jsonl"))?;
         write_json_atomic(&run_dir.join("run.json"), &record)?;
         let record = Arc::new(Mutex::new(record));
         let (writer, inbox) = channel();

@@ -92,12 +92,8 @@ pub(super) async fn replan(ctx: &RunContext, planner: &mut Planner, reason: Stri
             eprint!("{}", crate::supervisor::plan::render_tree(&plan, |_| None));
         }
         Err(failure) => {
-            let saved = ctx
-                .run_dir
-                .join("planner")
-                .join(format!("invalid-replan-{round}.txt"));
-            let _ = std::fs::create_dir_all(ctx.run_dir.join("planner"));
-            let _ = std::fs::write(&saved, &failure.answer);
+            let saved =
+                ctx.save_planner_answer(&format!("invalid-replan-{round}.txt"), &failure.answer);
             let event = RunEvent::PlanInvalid {
                 round,
                 reason: failure.reason,

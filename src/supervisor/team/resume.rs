@@ -17,21 +17,35 @@ pub struct ResumeError {
     pub reason: String,
 }
 
-/// The run directory `run` names: a path to one, or a run id in the
-/// workspace's `sub_agent_results/`.
+/// The run directory `run` names: a path to one (relative to the current
+/// directory), or a run id in the workspace's `sub_agent_results/`. It is
+/// returned absolute and real, and must be one of `workspace`'s runs: its
+/// agents work there, and their task files name its paths.
 pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
-    let given = PathBuf::from(run);
-    let candidates = [given.clone(), workspace.join("sub_agent_results").join(run)];
-    candidates
+    let results = workspace.join("sub_agent_results");
+    let fail = |reason: String| ResumeError {
+        dir: run.to_string(),
+        reason,
+    };
+    let typed = Path::new(run).canonicalize().ok();
+    let dir = typed
         .into_iter()
-        .find(|dir| dir.join("run.json").is_file())
-        .ok_or_else(|| ResumeError {
-            dir: run.to_string(),
-            reason: format!(
+        .chain([results.join(run)])
+        .find(|dir| crate::fsutil::is_regular(&dir.join("run.json")))
+        .ok_or_else(|| {
+            fail(format!(
                 "no run.json there, nor in {}; give a run id from sub_agent_results/ or a run directory",
-                workspace.join("sub_agent_results").display()
-            ),
-        })
+                results.display()
+            ))
+        })?;
+    if dir.parent() != Some(results.as_path()) {
+        return Err(fail(format!(
+            "{} is not a run of the workspace {}; pass that run's workspace with --workspace",
+            dir.display(),
+            workspace.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// The run's record, ready to go on: the plan checked, the steps that did
@@ -46,11 +60,11 @@ pub fn load(
         dir: run_dir.display().to_string(),
         reason,
     };
-    let text = std::fs::read_to_string(run_dir.join("run.json"))
+    let text = crate::fsutil::read_record(&run_dir.join("run.json"))
         .map_err(|e| fail(format!("cannot read run.json: {e}")))?;
     let mut record: RunRecord =
         serde_json::from_str(&text).map_err(|e| fail(format!("run.json is not valid: {e}")))?;
-    let plan_text = std::fs::read_to_string(run_dir.join("plan.json"))
+    let plan_text = crate::fsutil::read_record(&run_dir.join("plan.json"))
         .map_err(|e| fail(format!("cannot read plan.json: {e}")))?;
     let plan = parse_plan(&plan_text)
         .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?;

@@ -1,0 +1,69 @@
+//! Attack 1, planted directories: a worker's command puts a symlink where
+//! troupe is about to make another agent's directory, hoping troupe writes
+//! that agent's records, and builds its sandbox, outside the workspace.
+
+use serde_json::json;
+
+use super::{assert_untouched, outside, running};
+use crate::common::{Sandbox, spawn};
+use crate::team::{approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
+
+/// The run directory, found from a worker's TMPDIR
+/// (`<run>/<step>/worker-1/.subagent/tmp`).
+const RUN_DIR: &str = r#"run=$(cd "$TMPDIR/../../../.." && pwd)"#;
+
+// Regression: troupe followed a planted `<run>/b/worker-1 -> outside`, wrote
+// b's records there and confined b's worker to it.
+#[test]
+fn a_planted_agent_directory_is_refused_not_followed() {
+    let sandbox = Sandbox::new();
+    let outside = outside(&sandbox);
+    let to = outside.display();
+    let plant_worker = format!(r#"{RUN_DIR} && mkdir -p "$run/b" && ln -s {to} "$run/b/worker-1""#);
+    let plant_review = format!(r#"{RUN_DIR} && ln -s {to} "$run/c/review-1""#);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"]), step("c", &[])])),
+        worker_rule("a", running(&[&plant_worker])),
+        worker_rule("b", worker_writes("b", 0)),
+        worker_rule("c", running(&[&plant_review])),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--sandbox", "off", "--max-replans", "0"]);
+    assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+    assert_eq!(team.step("a")["status"], "completed");
+    for planted in ["b", "c"] {
+        let step = team.step(planted);
+        assert_eq!(step["status"], "failed", "{step}");
+        let reason = step["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("refusing the agent directory")
+                && reason.contains("a symbolic link is already there"),
+            "{reason}"
+        );
+    }
+    assert!(
+        team.events_of("review_approved")
+            .iter()
+            .all(|e| e["step"] == "a")
+    );
+    assert_untouched(&outside);
+}
+
+#[test]
+fn spawn_refuses_a_planted_agent_directory() {
+    let sandbox = Sandbox::new();
+    let outside = outside(&sandbox);
+    let results = sandbox.ws().join("sub_agent_results");
+    std::fs::create_dir_all(&results).unwrap();
+    std::os::unix::fs::symlink(&outside, results.join("agent_7")).unwrap();
+    let model = sandbox
+        .script(json!({"rules": [{"role": "worker", "reply": running(&["touch escaped"])}]}));
+    let run = spawn(&sandbox, 7, "work", &model, &[]);
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    assert!(
+        run.stderr.contains("refusing the agent directory") && run.stderr.contains("symbolic link"),
+        "{}",
+        run.stderr
+    );
+    assert_untouched(&outside);
+}
