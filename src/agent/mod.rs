@@ -47,6 +47,12 @@ pub struct AgentOptions {
 /// The task is read and the sandbox applied before the runtime exists, so
 /// no thread escapes the sandbox.
 pub fn main(options: AgentOptions) -> ExitCode {
+    if let Err(e) = sandbox::make_undumpable() {
+        write_now(&FromChild::Error {
+            message: format!("cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}"),
+        });
+        return ExitCode::FAILURE;
+    }
     let task = match read_task(&options.task_path) {
         Ok(task) => task,
         Err(message) => {
@@ -59,7 +65,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
         // Stand-alone against an endpoint: this process makes the HTTP calls.
         settings.allow_network = true;
     }
-    let sandbox = match sandbox::apply(&task, settings) {
+    let sandbox = match sandbox::apply(&task, &settings) {
         Ok(report) => report,
         Err(e) => {
             write_now(&hello(&task, None));

@@ -36,7 +36,7 @@ impl Place {
         let named = self
             .results
             .clone()
-            .unwrap_or_else(|| self.workspace.join("sub_agent_results"));
+            .unwrap_or_else(|| self.workspace.join(crate::protocol::RESULTS_DIR));
         named
             .canonicalize()
             .or_else(|_| std::path::absolute(&named))

@@ -88,6 +88,12 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    // troupe holds the API key and every agent's pipe: no process of the
+    // same user may read its environment or its file descriptors.
+    if let Err(e) = crate::sandbox::make_undumpable() {
+        eprintln!("troupe: cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}");
+        return ExitCode::FAILURE;
+    }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Err(e) = config::apply(&args) {
         eprintln!("troupe: {e}");

@@ -109,7 +109,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .workspace
         .canonicalize()
         .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
-    let results = workspace.join("sub_agent_results");
+    let results = workspace.join(crate::protocol::RESULTS_DIR);
     let start = match &args.resume {
         Some(run) => Start::Resume {
             run_dir: find_run(&workspace, run).map_err(|e| UsageError(e.to_string()))?,

@@ -93,7 +93,7 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
         return supervise(&args, model_config, task, true).await;
     }
     let task = build_task(&args)?;
-    let results = task.workspace.join("sub_agent_results");
+    let results = task.results_dir();
     let id = task.agent_id.to_string();
     let max = args.background.then_some(args.max_concurrent);
     registry::check_new(&results, &id, &task.agent_dir, max)
@@ -224,7 +224,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
 fn agent_dir(workspace: &Path, args: &SpawnArgs) -> Result<PathBuf, UsageError> {
     let Some(dir) = &args.deliverables_dir else {
         let name = format!("agent_{}", args.id);
-        return Ok(workspace.join("sub_agent_results").join(name));
+        return Ok(workspace.join(crate::protocol::RESULTS_DIR).join(name));
     };
     let lexical = crate::fsutil::normalize(&workspace.join(dir));
     if lexical.starts_with(workspace) {

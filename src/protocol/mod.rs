@@ -18,4 +18,4 @@ pub use messages::{
 };
 pub use sandbox::{SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;
-pub use task::{AgentLimits, SUBAGENT_DIR, TaskFile, display_in};
+pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};

@@ -50,6 +50,11 @@ pub struct SandboxReport {
     pub abi: Option<u32>,
     /// Whether TCP bind and connect are denied.
     pub network_denied: bool,
+    /// Whether the agent's commands cannot write the results directory
+    /// (other agents' directories, the run's records) outside the agent's
+    /// own directory.
+    #[serde(default)]
+    pub results_read_only: bool,
     /// What was not enforced, in words; empty when all of it was.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,

@@ -16,6 +16,10 @@ use super::sandbox::SandboxSettings;
 /// troupe's own files (task, transcript, logs, spilled output).
 pub const SUBAGENT_DIR: &str = ".subagent";
 
+/// The directory in a workspace that holds every agent's directory and
+/// every run's records.
+pub const RESULTS_DIR: &str = "sub_agent_results";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskFile {
     pub protocol: u32,
@@ -89,6 +93,12 @@ impl TaskFile {
         self.step
             .clone()
             .unwrap_or_else(|| self.agent_id.to_string())
+    }
+
+    /// The workspace's results directory, where this agent's directory
+    /// usually lies, beside other agents' and the runs' records.
+    pub fn results_dir(&self) -> PathBuf {
+        self.workspace.join(RESULTS_DIR)
     }
 
     pub fn subagent_dir(&self) -> PathBuf {

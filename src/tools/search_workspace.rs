@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use crate::llm::BoxFuture;
 
-const SKIPPED_DIRS: &[&str] = &[".git", "target", "sub_agent_results"];
+const SKIPPED_DIRS: &[&str] = &[".git", "target", crate::protocol::RESULTS_DIR];
 const DEFAULT_MAX_RESULTS: usize = 100;
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 const MAX_LINE_SHOWN: usize = 240;

@@ -93,7 +93,10 @@ pub async fn run_team(
     let (run_dir, record, resumed) = match &config.start {
         Start::Fresh { goal, .. } => {
             let run_id = new_run_id();
-            let run_dir = config.workspace.join("sub_agent_results").join(&run_id);
+            let run_dir = config
+                .workspace
+                .join(crate::protocol::RESULTS_DIR)
+                .join(&run_id);
             crate::fsutil::nofollow::create_new_dir(&run_dir)?;
             let record = fresh_record(&config, &run_id, goal, &run_dir);
             (run_dir, record, None)

@@ -22,7 +22,7 @@ pub struct ResumeError {
 /// returned absolute and real, and must be one of `workspace`'s runs: its
 /// agents work there, and their task files name its paths.
 pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
-    let results = workspace.join("sub_agent_results");
+    let results = workspace.join(crate::protocol::RESULTS_DIR);
     let fail = |reason: String| ResumeError {
         dir: run.to_string(),
         reason,

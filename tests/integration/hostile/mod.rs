@@ -8,10 +8,13 @@
 
 mod not_files;
 mod planted;
+mod privileges;
+mod proc_entries;
 mod resume;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -55,4 +58,69 @@ pub fn assert_untouched(dir: &Path) {
         "{} is unchanged",
         dir.display()
     );
+}
+
+/// The text of every tool result in `transcript`, in order.
+pub fn outputs(transcript: &Value) -> Vec<String> {
+    crate::common::tool_results(transcript)
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["error"].as_str().unwrap_or(""),
+                r["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// `command` as the unprivileged user `nobody`, with the sandbox made
+/// theirs; as any other user, `command` itself.
+pub fn unprivileged(sandbox: &Sandbox, command: Command) -> Command {
+    if !is_root() {
+        return command;
+    }
+    let owner = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(sandbox.root())
+        .status()
+        .unwrap();
+    assert!(owner.success());
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped
+}
+
+/// Every file under `dir` whose content holds `needle`.
+pub fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| {
+            std::fs::read(e.path())
+                .map(|bytes| String::from_utf8_lossy(&bytes).contains(needle))
+                .unwrap_or(false)
+        })
+        .map(|e| e.into_path())
+        .collect()
 }

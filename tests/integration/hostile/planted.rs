@@ -4,9 +4,12 @@
 
 use serde_json::json;
 
-use super::{assert_untouched, outside, running};
+use super::{assert_untouched, outputs, outside, running, unprivileged};
 use crate::common::{Sandbox, spawn};
-use crate::team::{approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
+use crate::team::{
+    approving_reviewer, finish_team_run, planner, step, team_command, team_run, worker_rule,
+    worker_writes,
+};
 
 /// The run directory, found from a worker's TMPDIR
 /// (`<run>/<step>/worker-1/.subagent/tmp`).
@@ -66,4 +69,61 @@ fn spawn_refuses_a_planted_agent_directory() {
         run.stderr
     );
     assert_untouched(&outside);
+}
+
+/// With the sandbox on, a worker cannot even plant: the results directory
+/// is read-only to it, but for its own directory.
+fn results_are_read_only_to_workers(as_nobody: bool) {
+    let sandbox = Sandbox::new();
+    let outside = outside(&sandbox);
+    let to = outside.display();
+    let plant = format!(r#"{RUN_DIR} && mkdir -p "$run/b" && ln -s {to} "$run/b/worker-1""#);
+    let tamper = format!(r#"{RUN_DIR} && echo '{{}}' > "$run/run.json""#);
+    let own = "echo mine > report.txt && cd \"$TMPDIR/../..\" && echo mine > own.txt";
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", running(&[&plant, &tamper, own])),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let command = team_command(
+        &sandbox,
+        rules,
+        &["--sandbox", "required", "--max-replans", "0"],
+    );
+    let command = if as_nobody {
+        unprivileged(&sandbox, command)
+    } else {
+        command
+    };
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    let worker =
+        crate::common::read_json(&team.dir.join("a/worker-1/.subagent/conversations.json"));
+    let out = outputs(&worker);
+    for refused in &out[..2] {
+        assert!(refused.contains("Read-only file system"), "{refused}");
+    }
+    assert!(!out[2].contains("exited with code"), "{}", out[2]);
+    assert_eq!(
+        std::fs::read_to_string(team.dir.join("a/worker-1/own.txt")).unwrap(),
+        "mine\n",
+        "the worker writes its own directory"
+    );
+    assert_eq!(team.step("b")["status"], "completed");
+    assert_eq!(
+        team.record()["totals"]["sandbox"]["results_read_only"],
+        true
+    );
+    assert_untouched(&outside);
+}
+
+#[test]
+fn the_results_directory_is_read_only_to_workers() {
+    results_are_read_only_to_workers(false);
+}
+
+#[test]
+fn the_results_directory_is_read_only_to_workers_as_an_ordinary_user() {
+    results_are_read_only_to_workers(true);
 }

@@ -8,6 +8,7 @@ mod reviews;
 mod scheduling;
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -97,6 +98,11 @@ impl TeamRun {
 /// `troupe run "test goal"` in the sandbox with `rules` as the scripted
 /// model, plus `extra` arguments.
 pub fn team_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> TeamRun {
+    finish_team_run(sandbox, team_command(sandbox, rules, extra))
+}
+
+/// The command `team_run` runs, for a test that runs it another way.
+pub fn team_command(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> Command {
     let model = sandbox.script(json!({"rules": rules}));
     let mut command = troupe();
     command
@@ -104,6 +110,11 @@ pub fn team_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> TeamRun
         .arg("--workspace")
         .arg(sandbox.ws())
         .args(extra);
+    command
+}
+
+/// Runs a team run's command and finds what it left.
+pub fn finish_team_run(sandbox: &Sandbox, command: Command) -> TeamRun {
     let run = run(command);
     let dir = run_dir(sandbox);
     TeamRun { run, dir }

@@ -1,0 +1,85 @@
+//! The Landlock policy of an agent: what it may write, and whether it may
+//! use TCP.
+//!
+//! Landlock is best-effort by design: an older kernel enforces part of the
+//! policy or none of it, and the report says which.
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::{SandboxLevel, SandboxReport};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, RestrictionStatus, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, path_beneath_rules,
+};
+
+/// The newest Landlock ABI whose rights the policy uses: V5 for the file
+/// system (refer, truncate, device ioctls), V4 and later for TCP.
+const TARGET_ABI: ABI = ABI::V5;
+
+/// Every right on the paths an agent may write, but making devices: a
+/// device node in the workspace would be a door to the disk behind it.
+fn write_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_all(TARGET_ABI) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// Restricts the calling thread, and every thread and process it starts
+/// afterwards: read everywhere, write only `writable`, and no TCP when
+/// `deny_network`.
+pub fn restrict(
+    writable: &[PathBuf],
+    deny_network: bool,
+) -> Result<RestrictionStatus, RulesetError> {
+    let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(TARGET_ABI))?;
+    if deny_network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET_ABI))?;
+    }
+    ruleset
+        .create()?
+        .add_rules(path_beneath_rules(
+            [Path::new("/")],
+            AccessFs::from_read(TARGET_ABI),
+        ))?
+        .add_rules(path_beneath_rules(writable, write_rights()))?
+        .restrict_self()
+}
+
+/// What the kernel enforced, in the report's terms.
+pub fn report(status: &RestrictionStatus, deny_network: bool) -> SandboxReport {
+    let abi = match status.landlock {
+        LandlockStatus::Available { effective_abi, .. } => Some(effective_abi as u32),
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => None,
+    };
+    let level = match status.ruleset {
+        RulesetStatus::FullyEnforced => SandboxLevel::FullyEnforced,
+        RulesetStatus::PartiallyEnforced => SandboxLevel::PartiallyEnforced,
+        RulesetStatus::NotEnforced => SandboxLevel::NotEnforced,
+    };
+    let network_denied = deny_network && abi.is_some_and(|abi| abi >= 4);
+    let note = match (level, abi) {
+        (SandboxLevel::FullyEnforced, _) => String::new(),
+        (_, None) => {
+            "Landlock is not available on this kernel: file writes and the network are not confined"
+                .to_string()
+        }
+        (_, Some(abi)) => {
+            let mut missing = Vec::new();
+            if abi < 3 {
+                missing.push("truncating files (ABI 3)");
+            }
+            if deny_network && abi < 4 {
+                missing.push("denying the network (ABI 4)");
+            }
+            if abi < 5 {
+                missing.push("device ioctls (ABI 5)");
+            }
+            format!("Landlock ABI {abi} cannot confine: {}", missing.join(", "))
+        }
+    };
+    SandboxReport {
+        status: level,
+        abi,
+        network_denied,
+        results_read_only: false,
+        note,
+    }
+}
