@@ -14,7 +14,6 @@ mod parent_model;
 mod reviewer;
 mod session;
 mod stats;
-mod verdict;
 mod worker;
 
 use std::path::{Path, PathBuf};

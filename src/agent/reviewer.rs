@@ -2,12 +2,13 @@
 //! then answer a verdict. The first answer without tool calls is the
 //! verdict; if the model runs out of turns or goes in circles it is asked
 //! for its verdict with tools off. Either way the answer is parsed strictly
-//! (see `verdict`), so a reviewer that rambles rejects, never approves.
+//! (see `protocol::verdict`), so a reviewer that rambles rejects, never
+//! approves; the parent reads the same answer the same way and holds this
+//! verdict to it.
 
 use super::session::{LoopEnd, Session};
-use super::verdict::parse_verdict;
 use crate::prompts::Prompt;
-use crate::protocol::StopReason;
+use crate::protocol::{StopReason, parse_verdict};
 
 pub async fn run(mut session: Session<'_>) -> LoopEnd {
     match drive(&mut session).await {

@@ -34,6 +34,12 @@ impl AgentRole {
     }
 }
 
+impl std::fmt::Display for AgentRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An agent's name. The seed's agents are numbered (`"agent_id": 1`), a team
 /// run's are not (`step_2/worker-1`), so a purely numeric id is written as a
 /// JSON number and anything else as a string; both are read back.

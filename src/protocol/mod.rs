@@ -10,6 +10,7 @@ mod proptests;
 pub mod sandbox;
 pub mod status;
 pub mod task;
+pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
 pub use messages::{
@@ -19,3 +20,4 @@ pub use messages::{
 pub use sandbox::{SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;
 pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
+pub use verdict::parse_verdict;

@@ -22,7 +22,8 @@ use super::served::Served;
 use super::session;
 use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::{
-    AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport, encode_line,
+    AgentRole, AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport,
+    encode_line,
 };
 use crate::signal::StopSignal;
 
@@ -50,6 +51,11 @@ pub struct ChildRun<'a> {
     /// How the agent is named in events.
     pub name: &'a str,
     pub key: AgentKey,
+    /// What the child was started as, which decides what it may report.
+    pub role: AgentRole,
+    /// The most model answers the child may ask for: its turn limit and
+    /// the wrap-up after it.
+    pub max_requests: u32,
     pub model: Arc<dyn ChatModel>,
     pub limits: ServeLimits,
     pub events: &'a dyn EventSink,

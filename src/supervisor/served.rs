@@ -1,6 +1,13 @@
 //! What the parent learns from one child: the lines it sends, decoded and
 //! acted on (model requests answered, progress relayed, reports kept), and
 //! the outcome they add up to.
+//!
+//! The parent believes only what it can check. It counts the tokens from
+//! the answers it delivered, caps the child's requests by its turn limit,
+//! takes a report only from the role that may send it and only once, and
+//! reads the reviewer's verdict itself from the last answer it delivered:
+//! a `verdict` line that says otherwise is a protocol error, never an
+//! approval.
 
 use std::collections::HashMap;
 use std::process::ExitStatus;
@@ -12,11 +19,11 @@ use tokio::time::Instant;
 
 use super::events::AgentEvent;
 use super::serve::{AgentTimings, ChildOutcome, ChildRun};
-use crate::chat::Usage;
+use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError};
 use crate::protocol::{
-    AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, ToChild, VerdictReport,
-    decode_line, round_seconds,
+    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, ToChild,
+    VerdictReport, decode_line, parse_verdict, round_seconds,
 };
 
 /// Model requests one child may have in flight. The agent asks one at a
@@ -36,12 +43,21 @@ pub(super) struct Served<'r, 'a> {
     /// unanswered.
     pub(super) answering: bool,
     pub(super) finish: Option<FinishReport>,
+    /// The verdict as the parent read it from the answer it delivered,
+    /// once the reviewer reported the same.
     pub(super) verdict: Option<VerdictReport>,
     child_error: Option<String>,
     child_stats: AgentStats,
+    /// Tokens of the answers delivered to the child.
     usage: Usage,
     turns: u32,
-    call_names: HashMap<String, String>,
+    /// Model requests the child made, and the id of the last one.
+    requests: u32,
+    last_request: Option<u64>,
+    /// The last answer delivered, which a reviewer's verdict must match.
+    last_answer: Option<Message>,
+    /// The tool calls the model asked for in the answers delivered, by id.
+    delivered_calls: HashMap<String, String>,
     changing_calls: u32,
     hello_at: Option<Instant>,
     report_at: Option<Instant>,
@@ -62,7 +78,10 @@ impl<'r, 'a> Served<'r, 'a> {
             child_stats: AgentStats::default(),
             usage: Usage::default(),
             turns: 0,
-            call_names: HashMap::new(),
+            requests: 0,
+            last_request: None,
+            last_answer: None,
+            delivered_calls: HashMap::new(),
             changing_calls: 0,
             hello_at: None,
             report_at: None,
@@ -75,6 +94,7 @@ impl<'r, 'a> Served<'r, 'a> {
         self.run.events.event(self.run.name, event);
     }
 
+    /// One line from the child; `Err` is a protocol error that ends it.
     pub(super) fn handle(&mut self, line: &str) -> Result<(), String> {
         if line.trim().is_empty() {
             return Ok(());
@@ -90,6 +110,7 @@ impl<'r, 'a> Served<'r, 'a> {
         match message {
             FromChild::Hello {
                 protocol,
+                role,
                 pid,
                 sandbox,
                 ..
@@ -97,6 +118,12 @@ impl<'r, 'a> Served<'r, 'a> {
                 if protocol != PROTOCOL_VERSION {
                     return Err(format!(
                         "the child speaks protocol {protocol}, this troupe speaks {PROTOCOL_VERSION}"
+                    ));
+                }
+                if role != self.run.role {
+                    return Err(format!(
+                        "the child says it is a {role}, but it was started as a {}",
+                        self.run.role
                     ));
                 }
                 self.hello = true;
@@ -111,28 +138,9 @@ impl<'r, 'a> Served<'r, 'a> {
                 id,
                 messages,
                 tools,
-            } => {
-                if !self.answering {
-                    return Ok(());
-                }
-                if self.pending.len() >= MAX_PENDING_REQUESTS {
-                    return Err(format!(
-                        "more than {MAX_PENDING_REQUESTS} model requests at once"
-                    ));
-                }
-                let model = Arc::clone(&self.run.model);
-                let request = CompletionRequest {
-                    agent: self.run.key.clone(),
-                    messages,
-                    tools,
-                };
-                self.pending.spawn(async move {
-                    let asked = Instant::now();
-                    (id, asked, model.complete(request).await)
-                });
-            }
+            } => self.request(id, messages, tools)?,
             FromChild::ToolCall {
-                call_id,
+                call_id: _,
                 name,
                 arguments,
             } => {
@@ -140,15 +148,16 @@ impl<'r, 'a> Served<'r, 'a> {
                     name: &name,
                     arguments: &arguments,
                 });
-                self.call_names.insert(call_id, name);
             }
             FromChild::ToolResult {
                 call_id,
                 success,
                 summary,
             } => {
-                let name = self.call_names.get(&call_id).map_or("tool", String::as_str);
-                if success && crate::tools::changes_workspace(name) {
+                // Only a call the model asked for counts as evidence of work.
+                let asked = self.delivered_calls.get(&call_id);
+                let name = asked.map_or("tool", String::as_str);
+                if success && asked.is_some() && crate::tools::changes_workspace(name) {
                     self.changing_calls += 1;
                 }
                 self.event(AgentEvent::ToolResult {
@@ -159,13 +168,15 @@ impl<'r, 'a> Served<'r, 'a> {
             }
             FromChild::Stats(stats) => self.keep_stats(stats),
             FromChild::Finished(report) => {
+                self.expect_report("finished", AgentRole::Worker, self.finish.is_some())?;
                 self.report_at.get_or_insert_with(Instant::now);
                 self.keep_stats(report.stats.clone());
                 self.finish = Some(report);
             }
-            FromChild::Verdict(verdict) => {
+            FromChild::Verdict(reported) => {
+                self.expect_report("verdict", AgentRole::Reviewer, self.verdict.is_some())?;
                 self.report_at.get_or_insert_with(Instant::now);
-                self.verdict = Some(verdict);
+                self.verdict = Some(self.check_verdict(reported)?);
             }
             FromChild::Error { message } => {
                 self.report_at.get_or_insert_with(Instant::now);
@@ -178,6 +189,78 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// A model request, sent on to the model unless the child has no
+    /// right to it.
+    fn request(
+        &mut self,
+        id: u64,
+        messages: Vec<Message>,
+        tools: Vec<ToolSpec>,
+    ) -> Result<(), String> {
+        if !self.answering {
+            return Ok(());
+        }
+        if let Some(last) = self.last_request.filter(|last| id <= *last) {
+            return Err(format!(
+                "model request {id} comes after request {last}; each request needs a new, higher id"
+            ));
+        }
+        self.last_request = Some(id);
+        self.requests += 1;
+        if self.requests > self.run.max_requests {
+            return Err(format!(
+                "the agent asked for more than {} model answers, its turn limit (--max-turns) and the wrap-up after it",
+                self.run.max_requests
+            ));
+        }
+        if self.pending.len() >= MAX_PENDING_REQUESTS {
+            return Err(format!(
+                "more than {MAX_PENDING_REQUESTS} model requests at once"
+            ));
+        }
+        let model = Arc::clone(&self.run.model);
+        let request = CompletionRequest {
+            agent: self.run.key.clone(),
+            messages,
+            tools,
+        };
+        self.pending.spawn(async move {
+            let asked = Instant::now();
+            (id, asked, model.complete(request).await)
+        });
+        Ok(())
+    }
+
+    /// A report of `kind` is the word of `role` only, and is said once.
+    fn expect_report(&self, kind: &str, role: AgentRole, again: bool) -> Result<(), String> {
+        if self.run.role != role {
+            return Err(format!(
+                "a {} sent `{kind}`, which only a {role} sends",
+                self.run.role
+            ));
+        }
+        if again {
+            return Err(format!("a second `{kind}`"));
+        }
+        Ok(())
+    }
+
+    /// The verdict as the parent reads it from the last answer it
+    /// delivered, when the reviewer reported the same.
+    fn check_verdict(&self, reported: VerdictReport) -> Result<VerdictReport, String> {
+        let Some(answer) = &self.last_answer else {
+            return Err("a verdict before any answer of the reviewer's model".to_string());
+        };
+        let read = parse_verdict(answer.text());
+        if read != reported {
+            return Err(format!(
+                "the reviewer reported approved: {}, but its model's last answer reads approved: {}",
+                reported.approved, read.approved
+            ));
+        }
+        Ok(read)
     }
 
     /// The parent's clock on the child, once it is gone.
@@ -196,11 +279,13 @@ impl<'r, 'a> Served<'r, 'a> {
     }
 
     /// The child's latest counters; the sandbox it reported at `hello`
-    /// stays when a later `stats` leaves it out.
-    fn keep_stats(&mut self, mut stats: crate::protocol::AgentStats) {
+    /// stays when a later `stats` leaves it out, and the tokens are the
+    /// parent's count.
+    fn keep_stats(&mut self, mut stats: AgentStats) {
         if stats.sandbox.is_none() {
             stats.sandbox = self.child_stats.sandbox.take();
         }
+        stats.token_usage = self.usage;
         self.child_stats = stats;
         self.run.events.event(
             self.run.name,
@@ -219,6 +304,11 @@ impl<'r, 'a> Served<'r, 'a> {
             Ok(completion) => {
                 self.turns += 1;
                 self.usage.add(completion.usage);
+                for call in &completion.message.tool_calls {
+                    self.delivered_calls
+                        .insert(call.id.clone(), call.name().to_string());
+                }
+                self.last_answer = Some(completion.message.clone());
                 self.event(AgentEvent::ModelTurn {
                     turn: self.turns,
                     tool_calls: completion.message.tool_calls.len(),

@@ -115,6 +115,8 @@ pub async fn run_prepared(
             step: Some(task.step_key()),
             attempt: Some(task.attempt),
         },
+        role: task.role,
+        max_requests: task.limits.max_turns.saturating_add(1),
         model,
         limits: config.limits,
         events,

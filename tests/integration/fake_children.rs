@@ -152,7 +152,7 @@ fn the_model_is_served_to_any_child_that_speaks_the_protocol() {
 #[test]
 fn a_child_flooding_model_requests_is_stopped() {
     let sandbox = Sandbox::new();
-    let request = r#"{"type":"llm_request","id":1,"messages":[]}"#;
+    let request = r#"{"type":"llm_request","id":'$i',"messages":[]}"#;
     let body =
         format!("{HELLO}\nfor i in 1 2 3 4 5 6 7 8 9 10; do echo '{request}'; done\nsleep 300");
     let script =

@@ -6,6 +6,7 @@
 //! in any file troupe kept, and the agent ended with a tool error instead
 //! of dying.
 
+mod forged;
 mod not_files;
 mod planted;
 mod privileges;

@@ -3,10 +3,15 @@
 //! that is missing or written as the string "true", and prose saying it
 //! all looks fine are rejections that say why, so the worker is told
 //! what the reviewer failed to say.
+//!
+//! It is part of the contract between the binaries: the reviewer reads its
+//! model's last answer this way and reports the verdict, and the parent,
+//! which delivered that answer, reads it the same way and holds the
+//! reviewer's report to it.
 
 use serde_json::{Map, Value};
 
-use crate::protocol::VerdictReport;
+use super::VerdictReport;
 use crate::text::{excerpt, first_json_object};
 
 pub fn parse_verdict(text: &str) -> VerdictReport {
