@@ -76,8 +76,14 @@ pub fn open(path: &Path, flags: OFlag, mode: Mode) -> io::Result<OwnedFd> {
 /// The directory `path`, made with every missing parent, each component
 /// checked to be a real directory. Returns it open.
 pub fn create_dir_all(path: &Path) -> io::Result<OwnedFd> {
-    let mut dir = root()?;
-    for name in plain_names(beneath_root(path)?)? {
+    let root = root()?;
+    create_dirs_beneath(root.as_fd(), beneath_root(path)?)
+}
+
+/// The directory `rel` beneath `root`, made as `create_dir_all` makes it.
+pub fn create_dirs_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    let mut dir = open_dir_at(root, OsStr::new(".")).map_err(io::Error::from)?;
+    for name in plain_names(rel)? {
         dir = match open_dir_at(dir.as_fd(), name) {
             Ok(next) => next,
             Err(Errno::ENOENT) => {

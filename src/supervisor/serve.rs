@@ -346,14 +346,17 @@ impl Served<'_, '_> {
     }
 
     /// Reads what is left in the pipe until it closes or `until`, keeping
-    /// what the child reports; model requests are no longer answered.
+    /// what the child reports, and the first protocol error it makes;
+    /// model requests are no longer answered.
     async fn drain(&mut self, lines: &mut LineReader<BufReader<ChildStdout>>, until: Instant) {
         self.answering = false;
         loop {
             tokio::select! {
                 line = lines.next_line() => match line {
                     Ok(Some(line)) => {
-                        let _ = self.handle(&line);
+                        if let Err(e) = self.handle(&line) {
+                            self.late_protocol_error.get_or_insert(e);
+                        }
                     }
                     _ => return,
                 },

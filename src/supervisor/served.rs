@@ -47,6 +47,9 @@ pub(super) struct Served<'r, 'a> {
     /// once the reviewer reported the same.
     pub(super) verdict: Option<VerdictReport>,
     child_error: Option<String>,
+    /// A protocol error in the lines read after the child exited, which
+    /// voids what it reported.
+    pub(super) late_protocol_error: Option<String>,
     child_stats: AgentStats,
     /// Tokens of the answers delivered to the child.
     usage: Usage,
@@ -75,6 +78,7 @@ impl<'r, 'a> Served<'r, 'a> {
             finish: None,
             verdict: None,
             child_error: None,
+            late_protocol_error: None,
             child_stats: AgentStats::default(),
             usage: Usage::default(),
             turns: 0,
@@ -339,6 +343,9 @@ impl<'r, 'a> Served<'r, 'a> {
         &self,
         exit: Option<ExitStatus>,
     ) -> (AgentStatus, Option<String>) {
+        if let Some(error) = &self.late_protocol_error {
+            return (AgentStatus::Error, Some(format!("protocol error: {error}")));
+        }
         if let Some(report) = &self.finish {
             let status = if report.success {
                 AgentStatus::Completed

@@ -1,10 +1,17 @@
 //! `edit_file`: replace one exact piece of text. The old text must occur
 //! exactly once, so an edit can never land in the wrong place.
 
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{
+    MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args,
+};
+use crate::fsutil::read_bounded;
 use crate::llm::BoxFuture;
 
 pub struct EditFile;
@@ -50,42 +57,60 @@ impl Tool for EditFile {
         Box::pin(async move {
             let args: Args = parse_args(self.name(), arguments)?;
             let path = ctx.fence.resolve_write(&args.path)?;
-            let shown = ctx.fence.display(&path);
-            let refuse = |why: String| ToolError::RespondToModel(why);
             if args.old_text.is_empty() {
-                return Err(refuse(
+                return Err(ToolError::RespondToModel(
                     "old_text is empty; to create a file use write_file".into(),
                 ));
             }
-            let text = match tokio::fs::read_to_string(&path).await {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(refuse(format!(
-                        "{shown} does not exist; use write_file to create it"
-                    )));
-                }
-                Err(e) => return Err(refuse(format!("cannot read {shown}: {e}"))),
-            };
-            match text.matches(&args.old_text).count() {
-                0 => Err(refuse(format!(
-                    "old_text was not found in {shown}; read the file and copy the text exactly"
-                ))),
-                1 => {
-                    let edited = text.replacen(&args.old_text, &args.new_text, 1);
-                    tokio::fs::write(&path, edited.as_bytes())
-                        .await
-                        .map_err(|e| refuse(format!("cannot write {shown}: {e}")))?;
-                    ctx.record_written(path.clone());
-                    Ok(ToolOutput::ok(format!(
-                        "replaced 1 occurrence in {shown} ({} -> {} bytes)",
-                        text.len(),
-                        edited.len()
-                    )))
-                }
-                n => Err(refuse(format!(
-                    "old_text occurs {n} times in {shown}; include more surrounding lines so it matches exactly once"
-                ))),
-            }
+            let fence = ctx.fence.clone();
+            let edited = path.clone();
+            let output = blocking(move || edit(&fence, &path, &args)).await?;
+            ctx.record_written(edited);
+            Ok(output)
         })
+    }
+}
+
+/// Replaces the one occurrence of `old_text` in the file at the resolved
+/// path `path`, read and written through one descriptor.
+fn edit(fence: &PathFence, path: &Path, args: &Args) -> Result<ToolOutput, ToolError> {
+    let shown = fence.display(path);
+    let refuse = |why: String| ToolError::RespondToModel(why);
+    let file = match fence.open_to_write(path, true) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(format!(
+                "{shown} does not exist; use write_file to create it"
+            )));
+        }
+        Err(e) => return Err(refuse(format!("cannot edit {shown}: {e}"))),
+    };
+    let bytes = read_bounded(
+        file.try_clone()
+            .map(OwnedFd::from)
+            .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?,
+        MAX_READ_BYTES,
+    )
+    .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| refuse(format!("{shown} is not UTF-8 text; edit_file changes text")))?;
+    match text.matches(&args.old_text).count() {
+        0 => Err(refuse(format!(
+            "old_text was not found in {shown}; read the file and copy the text exactly"
+        ))),
+        1 => {
+            let edited = text.replacen(&args.old_text, &args.new_text, 1);
+            file.set_len(0)
+                .and_then(|()| file.write_all_at(edited.as_bytes(), 0))
+                .map_err(|e| refuse(format!("cannot write {shown}: {e}")))?;
+            Ok(ToolOutput::ok(format!(
+                "replaced 1 occurrence in {shown} ({} -> {} bytes)",
+                text.len(),
+                edited.len()
+            )))
+        }
+        n => Err(refuse(format!(
+            "old_text occurs {n} times in {shown}; include more surrounding lines so it matches exactly once"
+        ))),
     }
 }

@@ -1,14 +1,26 @@
 //! The path fence: every path a tool touches must lie in the workspace or
 //! the agent's own directory, after `..` and symlinks are resolved.
 //!
-//! This is the first line of defence and the one that explains itself to
-//! the model; the kernel sandbox behind it is what actually holds when a
-//! command goes around the tools.
+//! A path is first resolved here, which is what explains itself to the
+//! model (`..` that leads out, a link to /etc). The file is then opened
+//! from a descriptor of the workspace or the agent's directory held since
+//! the start, by the kernel, with no link followed on the real path it
+//! resolved to (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`): a link
+//! swapped in between the two is refused, never followed out. Only regular
+//! files are read or written, and a file with a second hard link is not
+//! written, since its other name may be outside. The kernel sandbox behind
+//! this is what holds when a command goes around the tools.
 
+use std::fs::File;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::fsutil::normalize;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use crate::fsutil::{nofollow, normalize};
 use crate::protocol::SUBAGENT_DIR;
 
 /// How many symlinks a path may pass through, as the kernel's own limit.
@@ -40,14 +52,30 @@ pub enum FenceError {
 pub struct PathFence {
     workspace: PathBuf,
     agent_dir: PathBuf,
+    roots: Arc<Roots>,
+}
+
+/// The two directories, open, so that every file is opened from them.
+#[derive(Debug)]
+struct Roots {
+    workspace: OwnedFd,
+    agent_dir: OwnedFd,
 }
 
 impl PathFence {
-    /// Both directories must exist; they are canonicalized once here.
+    /// Both directories must exist; they are canonicalized and opened once
+    /// here.
     pub fn new(workspace: &Path, agent_dir: &Path) -> io::Result<Self> {
+        let workspace = workspace.canonicalize()?;
+        let agent_dir = agent_dir.canonicalize()?;
+        let roots = Roots {
+            workspace: nofollow::open_dir(&workspace)?,
+            agent_dir: nofollow::open_dir(&agent_dir)?,
+        };
         Ok(PathFence {
-            workspace: workspace.canonicalize()?,
-            agent_dir: agent_dir.canonicalize()?,
+            workspace,
+            agent_dir,
+            roots: Arc::new(roots),
         })
     }
 
@@ -57,6 +85,64 @@ impl PathFence {
 
     pub fn agent_dir(&self) -> &Path {
         &self.agent_dir
+    }
+
+    /// Opens the resolved path `real` to read: a regular file only, opened
+    /// non-blocking, so a FIFO cannot hold the agent up.
+    pub fn open_file(&self, real: &Path) -> io::Result<OwnedFd> {
+        let fd = self.open(
+            real,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+            Mode::empty(),
+        )?;
+        nofollow::regular_file(fd.as_fd())?;
+        Ok(fd)
+    }
+
+    /// Opens the resolved directory `real` to list it.
+    pub fn open_dir(&self, real: &Path) -> io::Result<OwnedFd> {
+        self.open(real, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())
+    }
+
+    /// Opens the resolved path `real` to change it in place, creating it
+    /// (and its parent directories) unless `existing`. It must be a regular
+    /// file with no other name.
+    pub fn open_to_write(&self, real: &Path, existing: bool) -> io::Result<File> {
+        let flags = OFlag::O_RDWR | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+        let fd = if existing {
+            self.open(real, flags, Mode::empty())?
+        } else {
+            let (root, rel) = self.beneath(real)?;
+            let (parent, name) = nofollow::split(rel)?;
+            let dir = nofollow::create_dirs_beneath(root, parent)?;
+            nofollow::open_beneath(
+                dir.as_fd(),
+                Path::new(name),
+                flags | OFlag::O_CREAT,
+                Mode::from_bits_truncate(0o666),
+            )?
+        };
+        nofollow::sole_regular_file(fd.as_fd())?;
+        Ok(File::from(fd))
+    }
+
+    fn open(&self, real: &Path, flags: OFlag, mode: Mode) -> io::Result<OwnedFd> {
+        let (root, rel) = self.beneath(real)?;
+        nofollow::open_beneath(root, rel, flags, mode)
+    }
+
+    /// The directory `real` lies in, and the path from it.
+    fn beneath<'p>(&self, real: &'p Path) -> io::Result<(BorrowedFd<'_>, &'p Path)> {
+        if let Ok(rel) = real.strip_prefix(&self.workspace) {
+            return Ok((self.roots.workspace.as_fd(), rel));
+        }
+        if let Ok(rel) = real.strip_prefix(&self.agent_dir) {
+            return Ok((self.roots.agent_dir.as_fd(), rel));
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path is outside the workspace",
+        ))
     }
 
     /// The real path of `raw` for reading.

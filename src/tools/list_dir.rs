@@ -1,9 +1,18 @@
 //! `list_dir`: the entries of one directory.
 
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, readlinkat};
+use nix::sys::stat::fstatat;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use crate::fsutil::nofollow;
 use crate::llm::BoxFuture;
 
 const MAX_ENTRIES: usize = 1000;
@@ -49,36 +58,51 @@ impl Tool for ListDir {
             let path = ctx
                 .fence
                 .resolve_read(args.path.as_deref().unwrap_or("."))?;
-            let shown = ctx.fence.display(&path);
-            let refuse =
-                |e: std::io::Error| ToolError::RespondToModel(format!("cannot list {shown}: {e}"));
-            let mut dir = tokio::fs::read_dir(&path).await.map_err(refuse)?;
-            let mut entries = Vec::new();
-            while let Some(entry) = dir.next_entry().await.map_err(refuse)? {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let line = match entry.metadata().await {
-                    Ok(meta) if meta.is_dir() => format!("{name}/"),
-                    Ok(meta) if meta.is_symlink() => match tokio::fs::read_link(entry.path()).await
-                    {
-                        Ok(target) => format!("{name} -> {}", target.display()),
-                        Err(_) => format!("{name} -> ?"),
-                    },
-                    Ok(meta) => format!("{name}  ({} bytes)", meta.len()),
-                    Err(_) => name,
-                };
-                entries.push(line);
-            }
-            entries.sort();
-            let total = entries.len();
-            if total == 0 {
-                return Ok(ToolOutput::ok(format!("{shown} is empty")));
-            }
-            entries.truncate(MAX_ENTRIES);
-            let mut out = entries.join("\n");
-            if total > MAX_ENTRIES {
-                out.push_str(&format!("\n[{MAX_ENTRIES} of {total} entries shown]"));
-            }
-            Ok(ToolOutput::ok(out))
+            let fence = ctx.fence.clone();
+            blocking(move || list(&fence, &path)).await
         })
     }
+}
+
+/// The entries of the resolved directory `path`, read from a descriptor
+/// opened through the fence; links are shown, not followed.
+fn list(fence: &PathFence, path: &Path) -> Result<ToolOutput, ToolError> {
+    let shown = fence.display(path);
+    let refuse =
+        |e: &dyn std::fmt::Display| ToolError::RespondToModel(format!("cannot list {shown}: {e}"));
+    let fd = fence.open_dir(path).map_err(|e| refuse(&e))?;
+    let mut dir = Dir::from_fd(fd).map_err(|e| refuse(&e))?;
+    let mut entries = Vec::new();
+    let names: Vec<OsString> = dir
+        .iter()
+        .filter_map(Result::ok)
+        .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+        .filter(|name| name != "." && name != "..")
+        .collect();
+    for name in names {
+        let shown_name = name.to_string_lossy().into_owned();
+        let line = match fstatat(dir.as_fd(), name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => match nofollow::kind(&stat) {
+                "a directory" => format!("{shown_name}/"),
+                "a symbolic link" => match readlinkat(dir.as_fd(), name.as_os_str()) {
+                    Ok(target) => format!("{shown_name} -> {}", target.to_string_lossy()),
+                    Err(_) => format!("{shown_name} -> ?"),
+                },
+                _ => format!("{shown_name}  ({} bytes)", stat.st_size),
+            },
+            Err(_) => shown_name,
+        };
+        entries.push(line);
+    }
+    entries.sort();
+    let total = entries.len();
+    if total == 0 {
+        return Ok(ToolOutput::ok(format!("{shown} is empty")));
+    }
+    entries.truncate(MAX_ENTRIES);
+    let mut out = entries.join("\n");
+    if total > MAX_ENTRIES {
+        out.push_str(&format!("\n[{MAX_ENTRIES} of {total} entries shown]"));
+    }
+    Ok(ToolOutput::ok(out))
 }

@@ -32,6 +32,10 @@ pub use fence::{FenceError, PathFence};
 pub use process_groups::ProcessGroups;
 pub use spill::cap_output;
 
+/// The largest file read_file and edit_file read whole; larger ones are
+/// for commands (`head`, `grep`).
+const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
 /// What a tool's use adds to the seed's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counter {
@@ -161,6 +165,17 @@ pub trait Tool: Send + Sync {
             parameters: self.parameters(),
         }
     }
+}
+
+/// Runs a tool's file work on a blocking thread, off the agent's one
+/// runtime thread, so that parallel reads, the heartbeat and a cancel go on
+/// while a large file is read.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Fatal(format!("the tool's work failed: {e}")))?
 }
 
 /// Parses a call's JSON arguments into the tool's own type; a mismatch is

@@ -1,13 +1,19 @@
 //! `read_file`: a text file, or a window of its lines.
 
+use std::os::fd::AsFd;
+use std::path::Path;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Counter, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{
+    Counter, MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking,
+    parse_args,
+};
+use crate::fsutil::read_bounded;
 use crate::llm::BoxFuture;
 
 const DEFAULT_LIMIT: usize = 2000;
-const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 pub struct ReadFile;
 
@@ -59,40 +65,51 @@ impl Tool for ReadFile {
         Box::pin(async move {
             let args: Args = parse_args(self.name(), arguments)?;
             let path = ctx.fence.resolve_read(&args.path)?;
-            let shown = ctx.fence.display(&path);
-            let refuse = |why: String| ToolError::RespondToModel(why);
-            let meta = tokio::fs::metadata(&path)
-                .await
-                .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?;
-            if meta.is_dir() {
-                return Err(refuse(format!("{shown} is a directory; use list_dir")));
-            }
-            if meta.len() > MAX_FILE_BYTES {
-                return Err(refuse(format!(
-                    "{shown} is {} bytes, too large to read whole; use run_command with head, tail or grep",
-                    meta.len()
-                )));
-            }
-            let bytes = tokio::fs::read(&path)
-                .await
-                .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?;
-            if bytes.iter().take(8192).any(|&b| b == 0) {
-                return Err(refuse(format!(
-                    "{shown} is a binary file ({} bytes) and is not shown",
-                    bytes.len()
-                )));
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            window(
-                &text,
-                &shown,
-                args.offset.unwrap_or(1),
-                args.limit.unwrap_or(DEFAULT_LIMIT),
-            )
-            .map(ToolOutput::ok)
-            .map_err(refuse)
+            let fence = ctx.fence.clone();
+            let offset = args.offset.unwrap_or(1);
+            let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+            blocking(move || read(&fence, &path, offset, limit)).await
         })
     }
+}
+
+/// The window of the file at the resolved path `path`, read from the
+/// fence: a regular file, bounded before anything is allocated.
+fn read(
+    fence: &PathFence,
+    path: &Path,
+    offset: usize,
+    limit: usize,
+) -> Result<ToolOutput, ToolError> {
+    let shown = fence.display(path);
+    let refuse = |why: String| ToolError::RespondToModel(why);
+    let fd = match fence.open_file(path) {
+        Ok(fd) => fd,
+        Err(_) if fence.open_dir(path).is_ok() => {
+            return Err(refuse(format!("{shown} is a directory; use list_dir")));
+        }
+        Err(e) => return Err(refuse(format!("cannot read {shown}: {e}"))),
+    };
+    let size = nix::sys::stat::fstat(fd.as_fd())
+        .map(|stat| u64::try_from(stat.st_size).unwrap_or(0))
+        .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?;
+    if size > MAX_READ_BYTES {
+        return Err(refuse(format!(
+            "{shown} is {size} bytes, too large to read whole; use run_command with head, tail or grep"
+        )));
+    }
+    let bytes = read_bounded(fd, MAX_READ_BYTES)
+        .map_err(|e| refuse(format!("cannot read {shown}: {e}")))?;
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return Err(refuse(format!(
+            "{shown} is a binary file ({} bytes) and is not shown",
+            bytes.len()
+        )));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    window(&text, &shown, offset, limit)
+        .map(ToolOutput::ok)
+        .map_err(refuse)
 }
 
 /// Lines `offset..offset+limit` of `text`, with a note on how to go on when
@@ -109,7 +126,7 @@ fn window(text: &str, shown: &str, offset: usize, limit: usize) -> Result<String
             "offset {first} is past the end of {shown}, which has {total} lines"
         ));
     }
-    let last = (first - 1 + limit.max(1)).min(total);
+    let last = (first - 1).saturating_add(limit.max(1)).min(total);
     let mut out = lines[first - 1..last].join("\n");
     if first > 1 || last < total {
         out.push_str(&format!("\n[lines {first}-{last} of {total}"));
@@ -134,5 +151,10 @@ mod tests {
             "b\n[lines 2-2 of 3; read on with offset=3]"
         );
         assert!(window(text, "f", 4, 1).is_err());
+        assert_eq!(
+            window(text, "f", 3, usize::MAX).unwrap(),
+            "c\n[lines 3-3 of 3]",
+            "a limit past the end of memory is the rest of the file"
+        );
     }
 }

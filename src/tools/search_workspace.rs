@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::fsutil::read_bounded;
 use crate::llm::BoxFuture;
 
 const SKIPPED_DIRS: &[&str] = &[".git", "target", crate::protocol::RESULTS_DIR];
@@ -109,7 +110,7 @@ fn search(regex: &Regex, root: &Path, max: usize, fence: &PathFence) -> (Vec<Str
         .filter(|entry| entry.file_type().is_file());
     for entry in files {
         let path: PathBuf = entry.into_path();
-        let Some(text) = readable_text(&path) else {
+        let Some(text) = readable_text(fence, &path) else {
             continue;
         };
         let shown = fence.display(&path);
@@ -126,13 +127,10 @@ fn search(regex: &Regex, root: &Path, max: usize, fence: &PathFence) -> (Vec<Str
     (hits, false)
 }
 
-/// The file as text, or `None` for large and binary files.
-fn readable_text(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.len() > MAX_FILE_BYTES {
-        return None;
-    }
-    let bytes = std::fs::read(path).ok()?;
+/// The file as text, read through the fence, or `None` for large and
+/// binary files and anything that is not a regular file.
+fn readable_text(fence: &PathFence, path: &Path) -> Option<String> {
+    let bytes = read_bounded(fence.open_file(path).ok()?, MAX_FILE_BYTES).ok()?;
     if bytes.iter().take(8192).any(|&b| b == 0) {
         return None;
     }

@@ -4,6 +4,7 @@
 //! whole to `.subagent/outputs/<call id>.txt`, which the model may page
 //! through with `read_file`.
 
+use std::io::Write;
 use std::path::Path;
 
 use super::ToolOutput;
@@ -33,8 +34,9 @@ pub fn cap_output(
         })
         .collect();
     let path = spill_dir.join(format!("{file_name}.txt"));
-    let saved = std::fs::create_dir_all(spill_dir)
-        .and_then(|()| std::fs::write(&path, output.content.as_bytes()));
+    let saved = crate::fsutil::nofollow::create_dir_all(spill_dir)
+        .and_then(|_| crate::fsutil::create_file(&path))
+        .and_then(|mut file| file.write_all(output.content.as_bytes()));
     let note = match saved {
         Ok(()) => format!(
             "[output cut at {cap} of {total} bytes; the whole output is in {}: read it with read_file and offset/limit]",

@@ -1,9 +1,12 @@
 //! `write_file`: create or replace a whole file.
 
+use std::io::Write;
+use std::path::Path;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::llm::BoxFuture;
 
 pub struct WriteFile;
@@ -47,23 +50,29 @@ impl Tool for WriteFile {
         Box::pin(async move {
             let args: Args = parse_args(self.name(), arguments)?;
             let path = ctx.fence.resolve_write(&args.path)?;
-            let shown = ctx.fence.display(&path);
-            let fail =
-                |e: std::io::Error| ToolError::RespondToModel(format!("cannot write {shown}: {e}"));
-            if path.is_dir() {
-                return Err(ToolError::RespondToModel(format!("{shown} is a directory")));
-            }
-            if let Some(parent) = path.parent() {
-                tokio::fs::create_dir_all(parent).await.map_err(fail)?;
-            }
-            tokio::fs::write(&path, args.content.as_bytes())
-                .await
-                .map_err(fail)?;
-            ctx.record_written(path.clone());
-            Ok(ToolOutput::ok(format!(
-                "wrote {} bytes to {shown}",
-                args.content.len()
-            )))
+            let fence = ctx.fence.clone();
+            let written = path.clone();
+            let output = blocking(move || write(&fence, &path, &args.content)).await?;
+            ctx.record_written(written);
+            Ok(output)
         })
     }
+}
+
+/// Replaces the content of the file at the resolved path `path`, never
+/// through a link or a second hard link.
+fn write(fence: &PathFence, path: &Path, content: &str) -> Result<ToolOutput, ToolError> {
+    let shown = fence.display(path);
+    if fence.open_dir(path).is_ok() {
+        return Err(ToolError::RespondToModel(format!("{shown} is a directory")));
+    }
+    let fail = |e: std::io::Error| ToolError::RespondToModel(format!("cannot write {shown}: {e}"));
+    let mut file = fence.open_to_write(path, false).map_err(fail)?;
+    file.set_len(0)
+        .and_then(|()| file.write_all(content.as_bytes()))
+        .map_err(fail)?;
+    Ok(ToolOutput::ok(format!(
+        "wrote {} bytes to {shown}",
+        content.len()
+    )))
 }
