@@ -4,7 +4,6 @@
 //! in order, so a read after a write sees the write. Results come back in
 //! the order the model asked. Calls after `finish_task` are not run.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -93,19 +92,7 @@ impl CallRunner {
                 }
             }
         };
-        let spill_dir = self
-            .ctx
-            .fence
-            .agent_dir()
-            .join(crate::protocol::SUBAGENT_DIR)
-            .join("outputs");
-        let output = cap_output(
-            output,
-            self.ctx.limits.output_cap_bytes,
-            &spill_dir,
-            &call.id,
-            |p: &Path| self.ctx.fence.display(p),
-        );
+        let output = cap_output(output, &self.ctx, &call.id);
         self.out.send(&FromChild::ToolResult {
             call_id: call.id.clone(),
             success: output.success,

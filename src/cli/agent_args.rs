@@ -51,8 +51,9 @@ pub struct AgentArgs {
     #[arg(long, value_name = "NAME")]
     pub pass_env: Vec<String>,
 
-    /// The largest file an agent or its commands may write, in bytes
-    /// (RLIMIT_FSIZE).
+    /// The largest file an agent's commands may write, in bytes
+    /// (RLIMIT_FSIZE on each command); write_file, edit_file and saved
+    /// tool output keep to it too, with a tool error instead of a kill.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
     pub max_file_size: u64,
 
@@ -104,6 +105,7 @@ impl AgentArgs {
             max_turns: self.max_turns,
             max_tokens,
             command_timeout_seconds: self.command_timeout.max(1),
+            max_file_size: Some(self.max_file_size),
             heartbeat_seconds: if idle > 0 {
                 (idle / 3).clamp(1, 10)
             } else {
@@ -147,7 +149,6 @@ impl AgentArgs {
         }
         Ok(Hygiene {
             pass_env: self.pass_env.clone(),
-            max_file_size: Some(self.max_file_size),
         })
     }
 

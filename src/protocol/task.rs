@@ -146,6 +146,10 @@ pub struct AgentLimits {
     /// raise up to `max_command_timeout_seconds`.
     pub command_timeout_seconds: u64,
     pub max_command_timeout_seconds: u64,
+    /// The largest file a command may write (its RLIMIT_FSIZE), and that
+    /// write_file, edit_file and spilled output may make; `None` for no
+    /// limit.
+    pub max_file_size: Option<u64>,
     /// Tool output longer than this is cut in the conversation and spilled
     /// whole to a file in `.subagent/outputs/`.
     pub output_cap_bytes: usize,
@@ -160,6 +164,7 @@ impl Default for AgentLimits {
             max_tokens: None,
             command_timeout_seconds: 120,
             max_command_timeout_seconds: 3600,
+            max_file_size: None,
             output_cap_bytes: 20_000,
             heartbeat_seconds: 10,
         }

@@ -37,12 +37,10 @@ pub struct ChildSpec {
 pub struct Hygiene {
     /// Variables passed on besides `KEPT_ENV` (`--pass-env`).
     pub pass_env: Vec<String>,
-    /// RLIMIT_FSIZE: the largest file the child or its commands may write.
-    pub max_file_size: Option<u64>,
 }
 
 /// `troupe-agent --task PATH` with piped stdio, its stderr in its log, a
-/// scrubbed environment, no core dumps, a file size limit, and a session
+/// scrubbed environment, no core dumps, and a session
 /// of its own: its own process group, which the commands it starts in
 /// groups of their own still share, so the parent can find and kill every
 /// one of them. It gets SIGTERM when the parent dies, and cleans up.
@@ -86,7 +84,6 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
             }
         }
     }
-    let file_size = spec.hygiene.max_file_size;
     // SAFETY: between fork and exec this calls only setsid, prctl and
     // setrlimit, which are async-signal-safe and touch no memory of the
     // parent. The parent forks every child from its one runtime thread,
@@ -97,9 +94,6 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
             setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(std::io::Error::from)?;
-            if let Some(bytes) = file_size {
-                setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(std::io::Error::from)?;
-            }
             Ok(())
         });
     }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{
     MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args,
+    within_file_limit,
 };
 use crate::fsutil::read_bounded;
 use crate::llm::BoxFuture;
@@ -63,8 +64,9 @@ impl Tool for EditFile {
                 ));
             }
             let fence = ctx.fence.clone();
+            let max = ctx.limits.max_file_size;
             let edited = path.clone();
-            let output = blocking(move || edit(&fence, &path, &args)).await?;
+            let output = blocking(move || edit(&fence, &path, &args, max)).await?;
             ctx.record_written(edited);
             Ok(output)
         })
@@ -73,7 +75,12 @@ impl Tool for EditFile {
 
 /// Replaces the one occurrence of `old_text` in the file at the resolved
 /// path `path`, read and written through one descriptor.
-fn edit(fence: &PathFence, path: &Path, args: &Args) -> Result<ToolOutput, ToolError> {
+fn edit(
+    fence: &PathFence,
+    path: &Path,
+    args: &Args,
+    max: Option<u64>,
+) -> Result<ToolOutput, ToolError> {
     let shown = fence.display(path);
     let refuse = |why: String| ToolError::RespondToModel(why);
     let file = match fence.open_to_write(path, true) {
@@ -100,6 +107,7 @@ fn edit(fence: &PathFence, path: &Path, args: &Args) -> Result<ToolOutput, ToolE
         ))),
         1 => {
             let edited = text.replacen(&args.old_text, &args.new_text, 1);
+            within_file_limit(max, &shown, edited.len())?;
             file.set_len(0)
                 .and_then(|()| file.write_all_at(edited.as_bytes(), 0))
                 .map_err(|e| refuse(format!("cannot write {shown}: {e}")))?;

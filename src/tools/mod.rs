@@ -178,6 +178,18 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ToolError::Fatal(format!("the tool's work failed: {e}")))?
 }
 
+/// Refuses to make `shown` a file of `bytes` bytes when that is more than
+/// `max` (`--max-file-size`, which also bounds what commands write).
+fn within_file_limit(max: Option<u64>, shown: &str, bytes: usize) -> Result<(), ToolError> {
+    let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+    match max {
+        Some(max) if bytes > max => Err(ToolError::RespondToModel(format!(
+            "{shown} would be {bytes} bytes, more than the {max} a file may have here (--max-file-size); write less, or in parts"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Parses a call's JSON arguments into the tool's own type; a mismatch is
 /// the model's to fix.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolError> {

@@ -5,6 +5,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nix::sys::resource::{Resource, setrlimit};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -95,14 +96,21 @@ async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe and the only call between fork and
-    // exec. The agent forks from its one runtime thread, which lives as
-    // long as the agent, so the shell dies with the agent even when the
-    // agent is killed before it can kill the command's group.
+    let file_size = ctx.limits.max_file_size;
+    // SAFETY: prctl and setrlimit are async-signal-safe and the only calls
+    // between fork and exec. The agent forks from its one runtime thread,
+    // which lives as long as the agent, so the shell dies with the agent
+    // even when the agent is killed before it can kill the command's group.
+    // The file size limit is the command's, not the agent's: a command
+    // that writes too much is stopped, the agent goes on.
     unsafe {
-        sh.pre_exec(|| {
+        sh.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)
+                .map_err(std::io::Error::from)?;
+            if let Some(bytes) = file_size {
+                setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(std::io::Error::from)?;
+            }
+            Ok(())
         });
     }
     let mut child = sh

@@ -5,20 +5,16 @@
 //! through with `read_file`.
 
 use std::io::Write;
-use std::path::Path;
 
-use super::ToolOutput;
+use super::{ToolContext, ToolOutput};
+use crate::protocol::SUBAGENT_DIR;
 
-/// `output` with its content cut to `cap` bytes, the whole of it spilled
-/// to a file in `spill_dir`. When the spill cannot be written the output is
-/// still cut, and says so.
-pub fn cap_output(
-    mut output: ToolOutput,
-    cap: usize,
-    spill_dir: &Path,
-    call_id: &str,
-    show: impl Fn(&Path) -> String,
-) -> ToolOutput {
+/// `output` with its content cut to the agent's output cap, the whole of
+/// it spilled to `.subagent/outputs/<call id>.txt` (as much of it as
+/// `--max-file-size` lets a file hold). When the spill cannot be written
+/// the output is still cut, and says so.
+pub fn cap_output(mut output: ToolOutput, ctx: &ToolContext, call_id: &str) -> ToolOutput {
+    let cap = ctx.limits.output_cap_bytes;
     if output.content.len() <= cap {
         return output;
     }
@@ -33,14 +29,25 @@ pub fn cap_output(
             }
         })
         .collect();
+    let spill_dir = ctx.fence.agent_dir().join(SUBAGENT_DIR).join("outputs");
     let path = spill_dir.join(format!("{file_name}.txt"));
-    let saved = crate::fsutil::nofollow::create_dir_all(spill_dir)
+    let max = ctx
+        .limits
+        .max_file_size
+        .and_then(|max| usize::try_from(max).ok())
+        .unwrap_or(usize::MAX);
+    let spilled = crate::text::prefix(&output.content, max);
+    let saved = crate::fsutil::nofollow::create_dir_all(&spill_dir)
         .and_then(|_| crate::fsutil::create_file(&path))
-        .and_then(|mut file| file.write_all(output.content.as_bytes()));
+        .and_then(|mut file| file.write_all(spilled.as_bytes()));
+    let shown = ctx.fence.display(&path);
     let note = match saved {
+        Ok(()) if spilled.len() < total => format!(
+            "[output cut at {cap} of {total} bytes; its first {} bytes (--max-file-size) are in {shown}: read them with read_file and offset/limit]",
+            spilled.len()
+        ),
         Ok(()) => format!(
-            "[output cut at {cap} of {total} bytes; the whole output is in {}: read it with read_file and offset/limit]",
-            show(&path)
+            "[output cut at {cap} of {total} bytes; the whole output is in {shown}: read it with read_file and offset/limit]"
         ),
         Err(e) => format!("[output cut at {cap} of {total} bytes; saving the rest failed: {e}]"),
     };

@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{
+    PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, within_file_limit,
+};
 use crate::llm::BoxFuture;
 
 pub struct WriteFile;
@@ -50,6 +52,11 @@ impl Tool for WriteFile {
         Box::pin(async move {
             let args: Args = parse_args(self.name(), arguments)?;
             let path = ctx.fence.resolve_write(&args.path)?;
+            within_file_limit(
+                ctx.limits.max_file_size,
+                &ctx.fence.display(&path),
+                args.content.len(),
+            )?;
             let fence = ctx.fence.clone();
             let written = path.clone();
             let output = blocking(move || write(&fence, &path, &args.content)).await?;

@@ -7,6 +7,7 @@
 //! of dying.
 
 mod forged;
+mod limits;
 mod not_files;
 mod planted;
 mod privileges;
