@@ -25,6 +25,15 @@ pub fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
+/// What a caught panic said, for an error message.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
+}
+
 /// Rows of cells in aligned columns, two spaces apart, each line starting
 /// with `indent`.
 pub fn columns<const N: usize>(indent: &str, header: [&str; N], rows: &[[String; N]]) -> String {

@@ -6,6 +6,9 @@
 
 use std::sync::Arc;
 
+use std::panic::AssertUnwindSafe;
+
+use futures_util::FutureExt;
 use futures_util::future::join_all;
 
 use super::outbox::Outbox;
@@ -85,7 +88,10 @@ impl CallRunner {
                 if let Some(counter) = tool.counter() {
                     self.stats.count(counter);
                 }
-                match tool.call(&call.function.arguments, &self.ctx).await {
+                let called = AssertUnwindSafe(tool.call(&call.function.arguments, &self.ctx));
+                match called.catch_unwind().await.unwrap_or_else(|panic| {
+                    Err(crate::tools::panicked(call.name(), panic.as_ref()))
+                }) {
                     Ok(output) => (output, None),
                     Err(ToolError::RespondToModel(why)) => (ToolOutput::failed(why, ""), None),
                     Err(ToolError::Fatal(why)) => (ToolOutput::failed(why.clone(), ""), Some(why)),

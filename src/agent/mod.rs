@@ -87,11 +87,22 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(run(task, sandbox, options.model));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(run(task, sandbox, options.model))
+    }));
     // The stdin reader sits in a blocking read the parent may never end;
-    // waiting for it would keep a finished child alive.
+    // waiting for it would keep a finished child, or one that panicked,
+    // alive.
     runtime.shutdown_background();
-    code
+    ran.unwrap_or_else(|panic| {
+        write_now(&FromChild::Error {
+            message: format!(
+                "troupe-agent panicked: {} (a bug in troupe; its stderr.log has where)",
+                crate::text::panic_message(panic.as_ref())
+            ),
+        });
+        ExitCode::from(101)
+    })
 }
 
 async fn run(task: TaskFile, sandbox: SandboxReport, model: Option<ModelConfig>) -> ExitCode {
@@ -291,7 +302,8 @@ fn start_heartbeat(
 ) -> tokio::task::JoinHandle<()> {
     let period = Duration::from_secs(seconds.max(1));
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let start = crate::deadline::after_tokio(tokio::time::Instant::now(), period);
+        let mut ticks = tokio::time::interval_at(start, period);
         loop {
             ticks.tick().await;
             out.send(&FromChild::Stats(stats.snapshot()));

@@ -229,7 +229,7 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
     let results = args.place.results();
     let give_up = args
         .timeout
-        .map(|secs| Instant::now() + Duration::from_secs(secs));
+        .map(|secs| crate::deadline::after(Instant::now(), Duration::from_secs(secs)));
     loop {
         let seen: Vec<Seen> = args.ids.iter().map(|id| look(&results, id)).collect();
         if let Some(unknown) = seen.iter().find(|s| s.status == "unknown") {
@@ -310,7 +310,7 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
     };
     let supervisor = Pid::from_raw(i32::try_from(holder.pid).unwrap_or(i32::MAX));
     let _ = kill(supervisor, Signal::SIGTERM);
-    let give_up = Instant::now() + Duration::from_secs(args.patience);
+    let give_up = crate::deadline::after(Instant::now(), Duration::from_secs(args.patience));
     while registry::is_held(&dir) && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -20,6 +20,7 @@ use tokio::time::{Instant, sleep_until};
 use super::events::{AgentEvent, EventSink};
 use super::served::Served;
 use super::session;
+use crate::deadline::after_tokio;
 use crate::llm::{AgentKey, ChatModel};
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport,
@@ -172,7 +173,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
             };
             exited_at.get_or_insert_with(Instant::now);
             served
-                .drain(&mut lines, Instant::now() + DRAIN_AFTER_EXIT)
+                .drain(&mut lines, after_tokio(Instant::now(), DRAIN_AFTER_EXIT))
                 .await;
             served.verdict_on_exit(exit)
         }
@@ -270,16 +271,18 @@ impl Served<'_, '_> {
         started: Instant,
     ) -> Ending {
         let limits = self.run.limits.clone();
-        let deadline = started + limits.timeout;
+        let deadline = after_tokio(started, limits.timeout);
         let mut last_heard = Instant::now();
         let mut reported_at = None;
         loop {
-            let idle_at = limits.idle_timeout.map(|idle| last_heard + idle);
+            let idle_at = limits
+                .idle_timeout
+                .map(|idle| after_tokio(last_heard, idle));
             let watch_idle = idle_at.is_some() && self.pending.is_empty();
             if reported_at.is_none() && (self.finish.is_some() || self.verdict.is_some()) {
                 reported_at = Some(Instant::now());
             }
-            let linger_until = reported_at.map(|at| at + limits.kill_grace);
+            let linger_until = reported_at.map(|at| after_tokio(at, limits.kill_grace));
             tokio::select! {
                 line = lines.next_line() => match line {
                     Ok(Some(line)) => {
@@ -303,7 +306,7 @@ impl Served<'_, '_> {
                 }
                 () = sleep_until(deadline) => return Ending::Timeout,
                 reason = self.run.stop.stopped() => return Ending::Stopped(reason),
-                () = sleep_until(started + limits.launch_timeout), if !self.hello => return Ending::NoHello,
+                () = sleep_until(after_tokio(started, limits.launch_timeout)), if !self.hello => return Ending::NoHello,
                 () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
                     return Ending::Idle(limits.idle_timeout.unwrap_or_default());
                 }
@@ -326,7 +329,7 @@ impl Served<'_, '_> {
         let _ = to_child.send(ToChild::Cancel {
             reason: reason.to_string(),
         });
-        let grace_end = Instant::now() + self.run.limits.kill_grace;
+        let grace_end = after_tokio(Instant::now(), self.run.limits.kill_grace);
         self.drain(lines, grace_end).await;
         let exited = tokio::time::timeout_at(grace_end, child.wait())
             .await

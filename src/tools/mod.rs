@@ -175,7 +175,19 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, ToolError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ToolError::Fatal(format!("the tool's work failed: {e}")))?
+        .map_err(|e| match e.try_into_panic() {
+            Ok(panic) => panicked("the tool", panic.as_ref()),
+            Err(e) => ToolError::Fatal(format!("the tool's work failed: {e}")),
+        })?
+}
+
+/// A tool that panicked: a bug in troupe, which the model is told of as
+/// the tool's failure; the agent goes on.
+pub fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> ToolError {
+    ToolError::RespondToModel(format!(
+        "{tool} failed unexpectedly ({}); this is a bug in troupe, not in your call",
+        crate::text::panic_message(panic)
+    ))
 }
 
 /// Refuses to make `shown` a file of `bytes` bytes when that is more than

@@ -8,7 +8,7 @@ use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::fsutil::read_bounded;
 use crate::llm::BoxFuture;
 
@@ -74,10 +74,7 @@ impl Tool for SearchWorkspace {
             let max = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
             let fence = ctx.fence.clone();
             let shown = fence.display(&root);
-            let search = tokio::task::spawn_blocking(move || search(&regex, &root, max, &fence));
-            let (hits, stopped) = search
-                .await
-                .map_err(|e| ToolError::Fatal(format!("the search task failed: {e}")))?;
+            let (hits, stopped) = blocking(move || Ok(search(&regex, &root, max, &fence))).await?;
             if hits.is_empty() {
                 return Ok(ToolOutput::ok(format!(
                     "no matches for /{}/ in {shown}",

@@ -6,6 +6,7 @@
 //! in any file troupe kept, and the agent ended with a tool error instead
 //! of dying.
 
+mod arithmetic;
 mod forged;
 mod limits;
 mod not_files;
