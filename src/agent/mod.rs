@@ -59,11 +59,22 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut settings = task.sandbox;
+    let mut settings = task.sandbox.clone();
     if matches!(options.model, Some(ModelConfig::OpenAi(_))) {
         // Stand-alone against an endpoint: this process makes the HTTP calls.
         settings.allow_network = true;
     }
+    // Stand-alone, the model is built before the sandbox, which may not let
+    // the agent read a script file outside the workspace.
+    let model = match options.model.as_ref().map(build_model).transpose() {
+        Ok(model) => model,
+        Err(e) => {
+            write_now(&FromChild::Error {
+                message: e.to_string(),
+            });
+            return ExitCode::from(2);
+        }
+    };
     let sandbox = match sandbox::apply(&task, &settings) {
         Ok(report) => report,
         Err(e) => {
@@ -88,7 +99,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
         }
     };
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(run(task, sandbox, options.model))
+        runtime.block_on(run(task, sandbox, model))
     }));
     // The stdin reader sits in a blocking read the parent may never end;
     // waiting for it would keep a finished child, or one that panicked,
@@ -105,7 +116,11 @@ pub fn main(options: AgentOptions) -> ExitCode {
     })
 }
 
-async fn run(task: TaskFile, sandbox: SandboxReport, model: Option<ModelConfig>) -> ExitCode {
+async fn run(
+    task: TaskFile,
+    sandbox: SandboxReport,
+    model: Option<Arc<dyn ChatModel>>,
+) -> ExitCode {
     let out = Outbox::stdout();
     out.send(&hello(&task, Some(sandbox.clone())));
     let code = run_task(&task, sandbox, model, &out).await;
@@ -155,16 +170,13 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
 async fn run_task(
     task: &TaskFile,
     sandbox: SandboxReport,
-    model: Option<ModelConfig>,
+    model: Option<Arc<dyn ChatModel>>,
     out: &Outbox,
 ) -> ExitCode {
     let cancel = StopSignal::default();
     watch_sigterm(cancel.clone());
     let model: Arc<dyn ChatModel> = match model {
-        Some(config) => match build_model(&config) {
-            Ok(model) => model,
-            Err(e) => return fail(out, e.to_string()),
-        },
+        Some(model) => model,
         None => Arc::new(ParentModel::start(out.clone(), cancel.clone())),
     };
     let setup = crate::fsutil::nofollow::create_dir_all(&task.subagent_dir())

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UsageError;
-use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, SandboxMode, SandboxSettings};
+use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, ReadScope, SandboxMode, SandboxSettings};
 use crate::supervisor::launcher::{Launcher, local_only_warning};
 use crate::supervisor::{Hygiene, ServeLimits};
 
@@ -72,6 +72,29 @@ pub struct AgentArgs {
     /// default: the agents need none, troupe talks to the model for them).
     #[arg(long)]
     pub allow_network: bool,
+
+    /// What agents and their commands may read: system (the workspace,
+    /// their own directory and TMPDIR, and the system directories builds
+    /// need: /usr, /lib*, /bin, /sbin, /etc, /opt, /proc, /sys, /dev, /run,
+    /// /var), workspace (the first three only; no program of the system
+    /// runs), or all (every file the user can read).
+    #[arg(
+        long,
+        value_name = "SCOPE",
+        env = "TROUPE_READ_SCOPE",
+        default_value = "system"
+    )]
+    pub read_scope: ReadScope,
+
+    /// Let agents and their commands read this directory or file too, in
+    /// any read scope (repeatable; e.g. --allow-read ~/.cargo).
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "TROUPE_ALLOW_READ",
+        value_delimiter = ':'
+    )]
+    pub allow_read: Vec<PathBuf>,
 
     /// Start each agent through this command prefix, e.g. "srun
     /// --ntasks=1 --quiet --unbuffered --job-name=troupe-{step_id} --".
@@ -152,11 +175,23 @@ impl AgentArgs {
         })
     }
 
-    pub fn sandbox(&self) -> SandboxSettings {
-        SandboxSettings {
+    /// The sandbox settings, with every `--allow-read` path made real: the
+    /// agent applies them from another directory, maybe another node.
+    pub fn sandbox(&self) -> Result<SandboxSettings, UsageError> {
+        let allow_read = self
+            .allow_read
+            .iter()
+            .map(|path| {
+                path.canonicalize()
+                    .map_err(|e| UsageError(format!("--allow-read {}: {e}", path.display())))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(SandboxSettings {
             mode: self.sandbox,
             allow_network: self.allow_network,
-        }
+            read_scope: self.read_scope,
+            allow_read,
+        })
     }
 
     /// The launcher, parsed, with a warning when the results directory is

@@ -23,6 +23,8 @@ struct ConfigFile {
     reasoning_echo: Option<String>,
     launcher: Option<String>,
     sandbox: Option<String>,
+    read_scope: Option<String>,
+    allow_read: Option<Vec<PathBuf>>,
     agent_bin: Option<PathBuf>,
     prompts_dir: Option<PathBuf>,
 }
@@ -56,6 +58,14 @@ pub fn apply(args: &[std::ffi::OsString]) -> Result<Option<PathBuf>, UsageError>
         ("TROUPE_REASONING_ECHO", file.reasoning_echo),
         ("TROUPE_LAUNCHER", file.launcher),
         ("TROUPE_SANDBOX", file.sandbox),
+        ("TROUPE_READ_SCOPE", file.read_scope),
+        (
+            "TROUPE_ALLOW_READ",
+            file.allow_read.map(|paths| {
+                let paths: Vec<String> = paths.into_iter().map(relative).collect();
+                paths.join(":")
+            }),
+        ),
         ("TROUPE_AGENT_BIN", file.agent_bin.map(relative)),
         ("TROUPE_PROMPTS_DIR", file.prompts_dir.map(relative)),
     ];

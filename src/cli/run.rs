@@ -128,7 +128,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             serve: args.agent.serve_limits(),
             hygiene: args.agent.hygiene(&args.model.api_key_env)?,
             limits: args.agent.agent_limits(None),
-            sandbox: args.agent.sandbox(),
+            sandbox: args.agent.sandbox()?,
             launcher: args.agent.launcher(&results)?,
             prompts_dir: args.agent.prompts_dir()?,
         },

@@ -214,7 +214,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
     task.timeout_seconds = args.agent.timeout;
     task.prompts_dir = prompts_dir;
     task.limits = args.agent.agent_limits(args.max_tokens);
-    task.sandbox = args.agent.sandbox();
+    task.sandbox = args.agent.sandbox()?;
     Ok(task)
 }
 

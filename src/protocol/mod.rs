@@ -17,7 +17,7 @@ pub use messages::{
     AgentId, AgentRole, AgentStats, FinishReport, FromChild, PROTOCOL_VERSION, StopReason, ToChild,
     VerdictReport, round_seconds,
 };
-pub use sandbox::{SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
+pub use sandbox::{ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;
 pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
 pub use verdict::parse_verdict;

@@ -31,13 +31,46 @@ impl std::str::FromStr for SandboxMode {
     }
 }
 
-/// The sandbox part of a task file.
+/// What an agent and its commands may read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadScope {
+    /// The workspace, the agent's own directory and its TMPDIR only (and
+    /// `--allow-read`): for agents that need no programs of the system.
+    Workspace,
+    /// Those, and the system directories programs and builds need.
+    #[default]
+    System,
+    /// Every file the user can read.
+    All,
+}
+
+impl std::str::FromStr for ReadScope {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "workspace" => Ok(ReadScope::Workspace),
+            "system" => Ok(ReadScope::System),
+            "all" => Ok(ReadScope::All),
+            other => Err(format!(
+                "`{other}` is not a read scope; use workspace, system or all"
+            )),
+        }
+    }
+}
+
+/// The sandbox part of a task file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxSettings {
     pub mode: SandboxMode,
     /// Leave TCP alone, for steps that need the network.
     pub allow_network: bool,
+    pub read_scope: ReadScope,
+    /// Directories (or files) readable whatever the scope: absolute, real
+    /// paths.
+    pub allow_read: Vec<std::path::PathBuf>,
 }
 
 /// What was enforced, for the agent's stats and the run's summary.

@@ -11,6 +11,9 @@
 //!   `/dev/null`: it can run checks, not change the workspace. Both: no TCP
 //!   bind or connect (Landlock ABI 4 and later) unless the network is
 //!   allowed; the parent answers their model requests, so they need none.
+//!   Reads: the workspace, the agent's own directory and the system
+//!   directories (`--read-scope system`, the default), or only the first
+//!   two (`workspace`), or everything (`all`), plus each `--allow-read`.
 //!
 //! The report says what held; `required` refuses to run on less than all
 //! of it, and `auto` says what is missing and goes on.
@@ -23,7 +26,7 @@ use std::path::PathBuf;
 
 pub use self::privileges::make_undumpable;
 use crate::protocol::{
-    AgentRole, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings, TaskFile,
+    AgentRole, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings, TaskFile,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +48,28 @@ pub fn writable_paths(task: &TaskFile) -> Vec<PathBuf> {
     paths.push(task.tmp_dir());
     paths.push(PathBuf::from("/dev/null"));
     paths
+}
+
+/// The system directories that programs and builds read, for the `system`
+/// read scope.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc",
+    "/sys", "/dev", "/run", "/var",
+];
+
+/// The paths a role may read besides those it may write; `None` for
+/// everything.
+pub fn readable_paths(task: &TaskFile, settings: &SandboxSettings) -> Option<Vec<PathBuf>> {
+    let system: &[&str] = match settings.read_scope {
+        ReadScope::All => return None,
+        ReadScope::System => SYSTEM_DIRS,
+        ReadScope::Workspace => &[],
+    };
+    let mut paths: Vec<PathBuf> = vec![task.workspace.clone(), task.agent_dir.clone()];
+    paths.extend(task.prompts_dir.iter().cloned());
+    paths.extend(settings.allow_read.iter().cloned());
+    paths.extend(system.iter().map(PathBuf::from));
+    Some(paths)
 }
 
 /// Confines the calling process, and every thread and process it starts
@@ -80,7 +105,11 @@ pub fn apply(task: &TaskFile, settings: &SandboxSettings) -> Result<SandboxRepor
             note: "the sandbox is off (--sandbox off)".to_string(),
         },
         SandboxMode::Auto | SandboxMode::Required => {
-            let status = rules::restrict(&writable_paths(task), !settings.allow_network)?;
+            let status = rules::restrict(
+                readable_paths(task, settings).as_deref(),
+                &writable_paths(task),
+                !settings.allow_network,
+            )?;
             rules::report(&status, !settings.allow_network)
         }
     };
@@ -98,7 +127,7 @@ pub fn apply(task: &TaskFile, settings: &SandboxSettings) -> Result<SandboxRepor
 /// exits right after.
 pub fn probe() -> Result<SandboxReport, SandboxError> {
     let namespace = results::can_protect();
-    let status = rules::restrict(&[], true)?;
+    let status = rules::restrict(None, &[], true)?;
     let mut report = rules::report(&status, true);
     report.results_read_only = namespace.is_ok();
     let missing = namespace

@@ -4,7 +4,7 @@
 //! Landlock is best-effort by design: an older kernel enforces part of the
 //! policy or none of it, and the report says which.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::protocol::{SandboxLevel, SandboxReport};
 use landlock::{
@@ -23,9 +23,11 @@ fn write_rights() -> BitFlags<AccessFs> {
 }
 
 /// Restricts the calling thread, and every thread and process it starts
-/// afterwards: read everywhere, write only `writable`, and no TCP when
-/// `deny_network`.
+/// afterwards: read only `readable` (everywhere when `None`), write only
+/// `writable`, and no TCP when `deny_network`. Paths that do not exist are
+/// left out: nothing there to grant.
 pub fn restrict(
+    readable: Option<&[PathBuf]>,
     writable: &[PathBuf],
     deny_network: bool,
 ) -> Result<RestrictionStatus, RulesetError> {
@@ -33,13 +35,17 @@ pub fn restrict(
     if deny_network {
         ruleset = ruleset.handle_access(AccessNet::from_all(TARGET_ABI))?;
     }
+    let everything = [PathBuf::from("/")];
+    let existing = |paths: &[PathBuf]| -> Vec<PathBuf> {
+        paths.iter().filter(|p| p.exists()).cloned().collect()
+    };
     ruleset
         .create()?
         .add_rules(path_beneath_rules(
-            [Path::new("/")],
+            existing(readable.unwrap_or(&everything)),
             AccessFs::from_read(TARGET_ABI),
         ))?
-        .add_rules(path_beneath_rules(writable, write_rights()))?
+        .add_rules(path_beneath_rules(existing(writable), write_rights()))?
         .restrict_self()
 }
 

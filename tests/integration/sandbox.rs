@@ -285,3 +285,79 @@ fn the_api_key_never_reaches_a_child() {
         out.stderr
     );
 }
+
+/// `commands` run under `--read-scope scope` (and `extra`); their outputs.
+fn reads_under(sandbox: &Sandbox, extra: &[&str], commands: &[&str]) -> Vec<String> {
+    let model = commands_script(sandbox, commands);
+    let mut command = spawn_command(sandbox, 1, "read around", &model);
+    command.args(extra);
+    let out = run(command);
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    tool_results(&sandbox.transcript(1))
+        .iter()
+        .map(|r| r["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn reads_stay_in_the_read_scope() {
+    if !need_landlock("reads_stay_in_the_read_scope") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let private = sandbox.root().join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("notes.txt"), "private notes").unwrap();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    std::fs::write(sandbox.ws().join("mine.txt"), "workspace file").unwrap();
+    let read_private = format!("cat {}/notes.txt", private.display());
+    let commands = [
+        read_private.as_str(),
+        "cat mine.txt",
+        "head -c 5 /etc/passwd",
+    ];
+
+    let system = reads_under(&sandbox, &[], &commands);
+    assert!(system[0].contains("Permission denied"), "{}", system[0]);
+    assert!(system[1].contains("workspace file"), "{}", system[1]);
+    assert!(system[2].contains("root:"), "{}", system[2]);
+
+    let allowed = reads_under(
+        &sandbox,
+        &["--allow-read", private.to_str().unwrap()],
+        &commands,
+    );
+    assert!(allowed[0].contains("private notes"), "{}", allowed[0]);
+
+    let everything = reads_under(&sandbox, &["--read-scope", "all"], &commands);
+    assert!(everything[0].contains("private notes"), "{}", everything[0]);
+
+    // With only the workspace readable, no program of the system runs:
+    // that scope is for agents that use the file tools alone.
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "mine.txt"}},
+            {"name": "run_command", "arguments": {"command": "cat mine.txt"}}
+        ]},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "read"}}]}
+    ]}]}));
+    let out = spawn(
+        &sandbox,
+        2,
+        "read only here",
+        &model,
+        &["--read-scope", "workspace"],
+    );
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let results = tool_results(&sandbox.transcript(2));
+    assert_eq!(results[0]["content"], "workspace file");
+    assert_eq!(results[1]["success"], false, "{}", results[1]);
+
+    let refused = spawn(&sandbox, 3, "x", &model, &["--allow-read", "/no/such/dir"]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("--allow-read /no/such/dir"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -217,7 +217,7 @@ pub(super) async fn start(
     task.timeout_seconds = ctx.agents.serve.timeout.as_secs();
     task.prompts_dir = ctx.agents.prompts_dir.clone();
     task.limits = ctx.agents.limits.clone();
-    task.sandbox = ctx.agents.sandbox;
+    task.sandbox = ctx.agents.sandbox.clone();
     let agents = ctx.budget.agents();
     let running = AgentRecord::running(ctx.show(&task.agent_dir));
     ctx.recorder.emit(started, |run| {
