@@ -4,9 +4,8 @@
 //! in order, so a read after a write sees the write. Results come back in
 //! the order the model asked. Calls after `finish_task` are not run.
 
-use std::sync::Arc;
-
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;

@@ -6,8 +6,8 @@ pub mod nofollow;
 mod records;
 
 pub use records::{
-    RECORD_CAP, create_file, is_dir, is_regular, open_append, read_bounded, read_record,
-    read_regular, read_tail, write_atomic, write_json_atomic,
+    create_file, is_regular, open_append, read_bounded, read_record, read_tail, write_atomic,
+    write_json_atomic,
 };
 
 use std::path::{Component, Path, PathBuf};

@@ -27,7 +27,7 @@ use super::nofollow;
 
 /// The most troupe reads of one record: far beyond any transcript a run
 /// makes, and far below what would hurt the machine.
-pub const RECORD_CAP: u64 = 256 * 1024 * 1024;
+const RECORD_CAP: u64 = 256 * 1024 * 1024;
 
 /// Replaces `path` with `bytes` in one rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -91,7 +91,7 @@ pub fn read_record(path: &Path) -> io::Result<String> {
 }
 
 /// The bytes of the regular file `path`, at most `cap` of them.
-pub fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+fn read_regular(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
     read_bounded(open_for_reading(path)?, cap)
 }
 
@@ -128,11 +128,6 @@ pub fn read_tail(path: &Path, max: u64) -> io::Result<String> {
 pub fn is_regular(path: &Path) -> bool {
     nofollow::open(path, OFlag::O_PATH, Mode::empty())
         .is_ok_and(|fd| nofollow::regular_file(fd.as_fd()).is_ok())
-}
-
-/// Whether `path` is a directory, reached without a link.
-pub fn is_dir(path: &Path) -> bool {
-    nofollow::open(path, OFlag::O_PATH | OFlag::O_DIRECTORY, Mode::empty()).is_ok()
 }
 
 fn open_for_reading(path: &Path) -> io::Result<OwnedFd> {

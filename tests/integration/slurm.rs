@@ -128,7 +128,10 @@ fn a_timeout_under_slurm_cancels_the_step_and_keeps_partial_work() {
     {
         assert!(
             Instant::now() < give_up,
-            "the job step or its processes outlived the timeout"
+            "the job step or its processes outlived the timeout: agents {:?}, commands {:?}, step listed: {}",
+            processes_with(&agents),
+            processes_with("sleep 120"),
+            !no_steps("troupe-slow-worker")
         );
         std::thread::sleep(Duration::from_millis(200));
     }
