@@ -144,7 +144,8 @@ async fn supervise(
         launch,
     };
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
-    let interrupts = Interrupts::watch(stop).context("cannot watch for Ctrl-C")?;
+    let interrupts = Interrupts::new();
+    interrupts.watch(stop).context("cannot watch for Ctrl-C")?;
     let result = tokio::select! {
         run = run_prepared(config, model, &tracker) => run?.result,
         reason = interrupts.killed() => {

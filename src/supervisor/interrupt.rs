@@ -18,16 +18,27 @@ pub struct Interrupts {
     hard: StopSignal,
 }
 
+impl Default for Interrupts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Interrupts {
-    /// Starts watching; the first signal triggers `stop`.
-    pub fn watch(stop: StopSignal) -> std::io::Result<Self> {
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let interrupts = Interrupts {
+    /// Nothing interrupted yet, and nothing watched until `watch`.
+    pub fn new() -> Self {
+        Interrupts {
             interrupted: Arc::new(AtomicBool::new(false)),
             hard: StopSignal::default(),
-        };
-        let watcher = interrupts.clone();
+        }
+    }
+
+    /// Starts watching SIGINT and SIGTERM; the first signal triggers
+    /// `stop`, the second kills every child.
+    pub fn watch(&self, stop: StopSignal) -> std::io::Result<()> {
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let watcher = self.clone();
         tokio::spawn(async move {
             for round in 0..2 {
                 let name = tokio::select! {
@@ -45,7 +56,7 @@ impl Interrupts {
                 }
             }
         });
-        Ok(interrupts)
+        Ok(())
     }
 
     pub fn interrupted(&self) -> bool {

@@ -1,36 +1,19 @@
-//! What every step of a run shares: the settings, the model, the records,
-//! the budget and the stop signal.
+//! What every step of a run shares and none of them changes: the
+//! settings, the agent runner, the budget and the stop signal. The run's
+//! record is not here: its owner alone holds it (see `owner`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::budget::Budget;
-use super::recorder::Recorder;
-use crate::llm::ChatModel;
-use crate::protocol::{AgentLimits, SandboxSettings};
+use super::runner::AgentRunner;
 use crate::signal::StopSignal;
+use crate::supervisor::Progress;
 use crate::supervisor::events::{AgentEvent, EventSink};
-use crate::supervisor::interrupt::Interrupts;
-use crate::supervisor::launcher::Launcher;
-use crate::supervisor::{Hygiene, Progress, ServeLimits};
-
-/// How each agent of the run is started and bounded.
-#[derive(Debug, Clone)]
-pub struct AgentSettings {
-    /// The `troupe-agent` binary.
-    pub program: PathBuf,
-    pub serve: ServeLimits,
-    pub hygiene: Hygiene,
-    pub limits: AgentLimits,
-    pub sandbox: SandboxSettings,
-    pub prompts_dir: Option<PathBuf>,
-    /// Places each agent elsewhere (`--launcher`).
-    pub launcher: Option<Launcher>,
-}
 
 /// The run's own rules.
 #[derive(Debug, Clone, Serialize)]
@@ -58,16 +41,13 @@ pub struct RunContext {
     pub goal: String,
     pub workspace: PathBuf,
     pub run_dir: PathBuf,
-    pub agents: AgentSettings,
     pub team: TeamSettings,
-    /// The model, counting against the budget.
-    pub model: Arc<dyn ChatModel>,
-    pub recorder: Recorder,
+    pub prompts_dir: Option<PathBuf>,
+    /// Runs each agent of the run.
+    pub runner: Box<dyn AgentRunner>,
     pub budget: Budget,
     /// Stops every agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
-    pub interrupts: Interrupts,
-    pub lines: AgentLines,
 }
 
 impl RunContext {

@@ -8,6 +8,16 @@ use crate::chat::Usage;
 use crate::protocol::AgentStatus;
 use crate::text::excerpt;
 
+/// A run-wide limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// `--max-agents` or `--max-tokens`.
+    Budget,
+    /// `--deadline`.
+    Deadline,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
@@ -139,7 +149,7 @@ pub enum RunEvent {
     },
     /// A run-wide limit stopped new agents from starting.
     LimitReached {
-        limit: String,
+        limit: Limit,
         reason: String,
     },
     RunFinished {

@@ -11,38 +11,44 @@ mod budget;
 mod claims;
 mod context;
 mod events;
+mod owner;
 mod planner;
 pub mod record;
 mod recorder;
 mod replan;
 mod resume;
 mod review;
-mod scheduler;
+mod runner;
 mod step;
 mod summary;
+#[cfg(test)]
+mod tests;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use chrono::Utc;
+use serde::Serialize;
 
-pub use self::context::{AgentSettings, TeamSettings};
+pub use self::context::{AgentLines, TeamSettings};
+pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
+pub use self::resume::find_run;
+pub use self::runner::{AgentRequest, AgentRunner, AgentSettings, ProcessRunner, RunFuture};
 
 use self::budget::Budget;
-use self::context::{AgentLines, RunContext};
+use self::context::RunContext;
 use self::events::RunEvent;
+use self::owner::Owner;
 use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
 use self::resume::ResumeError;
-pub use self::resume::find_run;
 use super::plan::{Plan, levels, render_tree};
-use crate::fsutil::write_json_atomic;
 use crate::llm::ChatModel;
 use crate::protocol::display_in;
 use crate::signal::StopSignal;
-use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
+use crate::supervisor::interrupt::Interrupts;
 
 pub struct TeamConfig {
     pub start: Start,
@@ -81,93 +87,113 @@ pub enum TeamError {
     Io(#[from] std::io::Error),
 }
 
-/// Exit codes (SPEC section 4).
-pub const EXIT_FAILED: u8 = 1;
+/// The exit code of a run whose plan was invalid (SPEC section 4).
 pub const EXIT_INVALID_PLAN: u8 = 2;
-pub const EXIT_DEADLINE: u8 = 124;
+
+/// How a run opens: planned now, or resumed with these steps to run again.
+enum Opening {
+    Plan { goal: String, plan: Option<Plan> },
+    Resume { again: Vec<String> },
+}
 
 pub async fn run_team(
     config: TeamConfig,
     model: Arc<dyn ChatModel>,
 ) -> Result<TeamOutcome, TeamError> {
-    let (run_dir, record, resumed) = match &config.start {
-        Start::Fresh { goal, .. } => {
+    let (run_dir, record, opening) = match config.start {
+        Start::Fresh { goal, plan } => {
             let run_id = new_run_id();
             let run_dir = config
                 .workspace
                 .join(crate::protocol::RESULTS_DIR)
                 .join(&run_id);
             crate::fsutil::nofollow::create_new_dir(&run_dir)?;
-            let record = fresh_record(&config, &run_id, goal, &run_dir);
-            (run_dir, record, None)
+            let record = fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
+            (run_dir, record, Opening::Plan { goal, plan })
         }
         Start::Resume { run_dir, plan } => {
-            let (record, again) =
-                resume::load(run_dir, plan.as_ref(), config.team.accept_unreviewed)?;
-            (run_dir.clone(), record, Some(again))
+            let (mut record, again) =
+                resume::load(&run_dir, plan.as_ref(), config.team.accept_unreviewed)?;
+            record.settings = serde_json::to_value(&config.team).unwrap_or_default();
+            (run_dir, record, Opening::Resume { again })
         }
     };
     let budget = Budget::new(config.team.max_agents, config.team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
     let model = budget.counting(model);
-    let settings = serde_json::to_value(&config.team).unwrap_or_default();
-    let recorder = Recorder::create(&run_dir, record, config.json)?;
+    let record = Arc::new(record);
+    let recorder = Recorder::create(&run_dir, &record, config.json)?;
     let stop = StopSignal::default();
-    let interrupts = Interrupts::watch(stop.clone())?;
-    let ctx = RunContext {
-        goal: recorder.with(|run| run.goal.clone()).unwrap_or_default(),
+    let interrupts = Interrupts::new();
+    interrupts.watch(stop.clone())?;
+    let prompts_dir = config.agents.prompts_dir.clone();
+    let runner = ProcessRunner {
+        settings: config.agents,
+        run_id: record.run_id.clone(),
         workspace: config.workspace.clone(),
-        run_dir: run_dir.clone(),
+        model: model.clone(),
+        stop: stop.clone(),
         lines: AgentLines::new(config.team.verbose),
-        agents: config.agents,
+    };
+    let ctx = RunContext {
+        goal: record.goal.clone(),
+        workspace: config.workspace,
+        run_dir: run_dir.clone(),
         team: config.team,
-        model,
-        recorder,
+        prompts_dir: prompts_dir.clone(),
+        runner: Box::new(runner),
         budget,
         stop,
-        interrupts,
     };
     let mut planner = Planner::new(
-        ctx.model.clone(),
-        ctx.agents.prompts_dir.clone(),
+        model,
+        prompts_dir,
         Some(run_dir.join("planner").join("conversations.json")),
     );
-    match (config.start, resumed) {
-        (Start::Fresh { plan, .. }, _) => {
+    let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
+    let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await?;
+    Ok(TeamOutcome { exit_code, run_dir })
+}
+
+/// A run from its opening to its end; the exit code.
+async fn conduct(
+    owner: &mut Owner<'_>,
+    planner: &mut Planner,
+    interrupts: &Interrupts,
+    opening: Opening,
+) -> std::io::Result<u8> {
+    let ctx = owner.context();
+    match opening {
+        Opening::Plan { goal, plan } => {
             let event = RunEvent::RunStarted {
-                run_id: ctx
-                    .recorder
-                    .with(|run| run.run_id.clone())
-                    .unwrap_or_default(),
-                goal: ctx.goal.clone(),
-                run_dir: ctx.show(&run_dir),
+                run_id: owner.record().run_id.clone(),
+                goal: goal.clone(),
+                run_dir: ctx.show(&ctx.run_dir),
             };
-            ctx.recorder.emit(event, |_| {});
+            owner.emit(event, |_| {});
             let plan = match plan {
                 Some(plan) => plan,
-                None => match ctx.stop.race(planner.plan(&ctx.goal)).await {
+                None => match ctx.stop.race(planner.plan(&goal)).await {
                     Ok(Ok(plan)) => plan,
-                    Ok(Err(failure)) => return Ok(invalid_plan(&ctx, failure)),
-                    Err(_) => return Ok(finish(&ctx)),
+                    Ok(Err(failure)) => return Ok(invalid_plan(owner, failure)),
+                    Err(_) => return Ok(owner.finish()),
                 },
             };
-            start(&ctx, &plan)?;
+            start(owner, &plan).await?;
         }
-        (Start::Resume { .. }, again) => {
+        Opening::Resume { again } => {
             let event = RunEvent::RunResumed {
-                run_id: ctx
-                    .recorder
-                    .with(|run| run.run_id.clone())
-                    .unwrap_or_default(),
-                steps: again.unwrap_or_default(),
+                run_id: owner.record().run_id.clone(),
+                steps: again,
             };
-            ctx.recorder.emit(event, |run| run.settings = settings);
-            let tree = ctx.recorder.with(|run| {
+            owner.emit(event, |_| {});
+            let run = owner.record();
+            eprint!(
+                "{}",
                 render_tree(&run.live_plan(), |id| {
                     run.step(id).map(|s| s.status.as_str().to_string())
                 })
-            });
-            eprint!("{}", tree.unwrap_or_default());
+            );
         }
     }
     if let Some(deadline) = ctx.team.deadline {
@@ -181,27 +207,28 @@ pub async fn run_team(
         });
     }
     tokio::select! {
-        () = scheduler::schedule(&ctx, &mut planner) => {}
+        () = owner.schedule(planner) => {}
         // A second Ctrl-C: every child is already killed; what was running
         // is recorded as interrupted by `finish`.
-        _ = ctx.interrupts.killed() => {}
+        _ = interrupts.killed() => {}
     }
-    Ok(finish(&ctx))
+    Ok(owner.finish())
 }
 
 fn fresh_record(
-    config: &TeamConfig,
+    workspace: &Path,
+    team: &TeamSettings,
     run_id: &str,
     goal: &str,
-    run_dir: &std::path::Path,
+    run_dir: &Path,
 ) -> RunRecord {
     RunRecord {
         run_id: run_id.to_string(),
         goal: goal.to_string(),
         status: RunStatus::Planning,
         reason: None,
-        workspace: config.workspace.display().to_string(),
-        run_dir: display_in(&config.workspace, run_dir),
+        workspace: workspace.display().to_string(),
+        run_dir: display_in(workspace, run_dir),
         created_at: Utc::now(),
         updated_at: Utc::now(),
         completed_at: None,
@@ -209,14 +236,15 @@ fn fresh_record(
         replans: 0,
         steps: Vec::new(),
         totals: Totals::default(),
-        settings: serde_json::to_value(&config.team).unwrap_or_default(),
+        settings: serde_json::to_value(team).unwrap_or_default(),
     }
 }
 
 /// Records the plan and prints it.
-fn start(ctx: &RunContext, plan: &Plan) -> std::io::Result<()> {
+async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
+    let ctx = owner.context();
     let file = ctx.run_dir.join("plan.json");
-    write_json_atomic(&file, plan)?;
+    save_json(&file, plan).await?;
     let event = RunEvent::PlanReady {
         round: 0,
         summary: plan.summary.clone(),
@@ -224,7 +252,7 @@ fn start(ctx: &RunContext, plan: &Plan) -> std::io::Result<()> {
         levels: levels(plan).len(),
         file: ctx.show(&file),
     };
-    ctx.recorder.emit(event, |run| {
+    owner.emit(event, |run| {
         run.status = RunStatus::Running;
         run.plan_summary = plan.summary.clone();
         run.steps = plan.steps.iter().map(|s| StepRecord::new(s, 0)).collect();
@@ -233,7 +261,10 @@ fn start(ctx: &RunContext, plan: &Plan) -> std::io::Result<()> {
     Ok(())
 }
 
-fn invalid_plan(ctx: &RunContext, failure: PlanFailure) -> TeamOutcome {
+/// The Planner's first answer was not a valid plan: it is saved, and the
+/// run ends there, as failed, with its totals and `run_finished`.
+fn invalid_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
+    let ctx = owner.context();
     let saved = ctx.save_planner_answer("invalid-plan.txt", &failure.answer);
     let reason = format!("the planner's plan is invalid: {}", failure.reason);
     let event = RunEvent::PlanInvalid {
@@ -241,80 +272,20 @@ fn invalid_plan(ctx: &RunContext, failure: PlanFailure) -> TeamOutcome {
         reason: failure.reason,
         saved: ctx.show(&saved),
     };
-    ctx.recorder.emit(event, |run| {
-        run.status = RunStatus::Failed;
-        run.reason = Some(reason);
-        run.completed_at = Some(Utc::now());
-    });
-    TeamOutcome {
-        exit_code: EXIT_INVALID_PLAN,
-        run_dir: ctx.run_dir.clone(),
-    }
+    owner.emit(event, |run| run.reason = Some(reason));
+    owner.close(RunStatus::Failed, EXIT_INVALID_PLAN);
+    EXIT_INVALID_PLAN
 }
 
-/// The run's status and exit code, recorded and shown.
-fn finish(ctx: &RunContext) -> TeamOutcome {
-    let accept = ctx.team.accept_unreviewed;
-    let all_done = ctx
-        .recorder
-        .with(|run| {
-            run.steps.iter().all(|s| {
-                matches!(s.status, StepStatus::Completed | StepStatus::Replaced)
-                    || (accept && s.status == StepStatus::Unreviewed)
-            })
-        })
-        .unwrap_or(false);
-    let interrupted = ctx.interrupts.interrupted();
-    let (status, exit_code) = match (interrupted, ctx.stop.reason(), all_done) {
-        (true, _, _) => (RunStatus::Interrupted, EXIT_INTERRUPTED),
-        (false, Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
-        (false, None, true) => (RunStatus::Completed, 0),
-        (false, None, false) => (RunStatus::Failed, EXIT_FAILED),
-    };
-    let usage = ctx.budget.usage();
-    let agents = ctx.budget.agents();
-    let seconds = crate::protocol::round_seconds(ctx.recorder.elapsed_seconds());
-    ctx.recorder.update(|run| {
-        if interrupted {
-            let cut = [StepStatus::Running, StepStatus::Reviewing];
-            for step in run.steps.iter_mut().filter(|s| cut.contains(&s.status)) {
-                step.status = StepStatus::Interrupted;
-            }
-        }
-        run.status = status;
-        run.completed_at = Some(Utc::now());
-        run.totals.token_usage = usage;
-        run.totals.agents = agents;
-        run.totals.runtime_seconds = seconds;
-        if status == RunStatus::Failed && run.reason.is_none() {
-            run.reason = Some(format!(
-                "{} failed, {} skipped, {} unreviewed",
-                run.totals.failed, run.totals.skipped, run.totals.unreviewed
-            ));
-        }
-    });
-    let totals = ctx
-        .recorder
-        .with(|run| run.totals.clone())
-        .unwrap_or_default();
-    let event = RunEvent::RunFinished {
-        status,
-        exit_code,
-        completed: totals.completed,
-        failed: totals.failed,
-        skipped: totals.skipped,
-        unreviewed: totals.unreviewed,
-        seconds,
-        token_usage: usage,
-    };
-    ctx.recorder.emit(event, |_| {});
-    if let Some(table) = ctx.recorder.with(summary::summary_table) {
-        eprint!("{table}");
-    }
-    TeamOutcome {
-        exit_code,
-        run_dir: ctx.run_dir.clone(),
-    }
+/// `value` as pretty JSON, written atomically on a blocking thread so
+/// that the agents' thread goes on meanwhile.
+async fn save_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::fsutil::write_atomic(&path, &bytes))
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// `run_<UTC time>_<4 hex digits>`: sortable, and distinct for runs started

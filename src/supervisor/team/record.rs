@@ -38,6 +38,12 @@ pub enum StepStatus {
 }
 
 impl StepStatus {
+    /// Failed, or unreviewed: what a replan is told about and what skips
+    /// dependents.
+    pub fn is_failure(self) -> bool {
+        matches!(self, StepStatus::Failed | StepStatus::Unreviewed)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             StepStatus::Pending => "pending",
@@ -171,6 +177,17 @@ impl StepRecord {
         }
     }
 
+    /// Completed, or accepted without a review.
+    pub fn is_done(&self, accept_unreviewed: bool) -> bool {
+        self.status == StepStatus::Completed
+            || (accept_unreviewed && self.status == StepStatus::Unreviewed)
+    }
+
+    /// Done, or replaced by a replan: nothing left to do for it.
+    pub fn is_settled(&self, accept_unreviewed: bool) -> bool {
+        self.is_done(accept_unreviewed) || self.status == StepStatus::Replaced
+    }
+
     /// The last approved (or accepted) worker's report, for dependents.
     pub fn delivered(&self) -> Option<&AgentRecord> {
         self.attempts.last().and_then(|a| a.worker.as_ref())
@@ -212,6 +229,15 @@ pub struct AgentRecord {
 }
 
 impl AgentRecord {
+    /// An agent troupe could not run, for `why`.
+    pub fn not_run(dir: String, why: &dyn std::fmt::Display) -> Self {
+        AgentRecord {
+            status: AgentStatus::Error,
+            error: Some(why.to_string()),
+            ..AgentRecord::running(dir)
+        }
+    }
+
     /// An agent that has just started in `dir`.
     pub fn running(dir: String) -> Self {
         AgentRecord {

@@ -83,10 +83,7 @@ pub fn load(
     }
     let mut again = Vec::new();
     for step in &mut record.steps {
-        let done = step.status == StepStatus::Completed
-            || step.status == StepStatus::Replaced
-            || (accept_unreviewed && step.status == StepStatus::Unreviewed);
-        if !done {
+        if !step.is_settled(accept_unreviewed) {
             step.status = StepStatus::Pending;
             step.reason = None;
             step.started_at = None;

@@ -1,52 +1,54 @@
 //! The review of one attempt: a Reviewer child given the step, the
 //! worker's report and the parent's check of its claims. A verdict from it
-//! is final; a review that fails as a system is tried once more
-//! (`review-N-2`), and a stop or an exhausted budget ends it without one.
+//! is final; a review that fails as a system (the reviewer crashed, timed
+//! out, gave no verdict, or troupe could not start it) is tried once more
+//! (`review-N-2`); the run's stop or its spent budget ends it without one.
 
 use super::briefs::review_brief;
 use super::claims::Claims;
-use super::context::RunContext;
-use super::events::RunEvent;
 use super::record::AgentRecord;
-use super::step::{agent_record, start};
+use super::step::{StartError, Step, StepEvent};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 
-/// How a review ended.
-pub(super) enum Review {
+/// How one reviewer ended, for the owner's record.
+#[derive(Debug, Clone)]
+pub enum ReviewOutcome {
+    Approved(VerdictReport),
+    Rejected(VerdictReport),
+    /// The review failed as a system, for this reason.
+    Failed(String),
+    /// The run stopped the reviewer (its deadline, Ctrl-C).
+    Stopped(String),
+}
+
+/// How the review of an attempt ended.
+pub(super) enum ReviewEnd {
     Approved,
     Rejected(VerdictReport),
-    /// Both tries failed as a system.
+    /// Both tries failed as a system; the last reason.
     Failed(String),
     /// The run stopped, or its budget ran out, before a verdict.
     Stopped(String),
 }
 
 pub(super) async fn review(
-    ctx: &RunContext,
-    id: &str,
+    step: &Step<'_>,
     attempt: u32,
     worker: &AgentRecord,
     claims: &Claims,
-) -> Review {
-    let brief = ctx
-        .recorder
-        .with(|run| {
-            run.step(id).map(|step| {
-                review_brief(
-                    ctx.agents.prompts_dir.as_deref(),
-                    &ctx.goal,
-                    step,
-                    attempt,
-                    worker,
-                    claims,
-                )
-            })
-        })
-        .flatten();
+) -> ReviewEnd {
+    let ctx = step.ctx();
+    let brief = review_brief(
+        ctx.prompts_dir.as_deref(),
+        &ctx.goal,
+        step.record(),
+        attempt,
+        worker,
+        claims,
+    );
     let brief = match brief {
-        Some(Ok(brief)) => brief,
-        Some(Err(e)) => return Review::Failed(format!("cannot write the reviewer's brief: {e}")),
-        None => return Review::Failed(format!("the step {id} is not in the run")),
+        Ok(brief) => brief,
+        Err(e) => return ReviewEnd::Failed(format!("cannot write the reviewer's brief: {e}")),
     };
     let mut last_failure = String::new();
     for review in 1..=2u32 {
@@ -55,83 +57,63 @@ pub(super) async fn review(
         } else {
             format!("review-{attempt}-{review}")
         };
-        let dir = ctx.run_dir.join(id).join(name);
-        let event = RunEvent::ReviewStarted {
-            step: id.to_string(),
+        let dir = step.dir(&name);
+        let ran = step
+            .agent(
+                attempt,
+                AgentRole::Reviewer,
+                review,
+                dir.clone(),
+                brief.clone(),
+            )
+            .await;
+        let (record, outcome) = match ran {
+            Ok(record) => {
+                let outcome = judge(&record);
+                (record, outcome)
+            }
+            Err(e @ (StartError::Stopped(_) | StartError::Budget(_))) => {
+                return ReviewEnd::Stopped(e.to_string());
+            }
+            Err(e) => {
+                let record = AgentRecord::not_run(ctx.show(&dir), &e);
+                let why = format!("the reviewer could not run: {e}");
+                (record, ReviewOutcome::Failed(why))
+            }
+        };
+        step.send(StepEvent::ReviewFinished {
             attempt,
             review,
-            dir: ctx.show(&dir),
-        };
-        let run = match start(
-            ctx,
-            id,
-            attempt,
-            AgentRole::Reviewer,
-            dir,
-            brief.clone(),
-            event,
-        )
-        .await
-        {
-            Ok(run) => run,
-            Err(reason) => return Review::Stopped(reason),
-        };
-        let record = agent_record(&run);
-        let seconds = record.stats.runtime_seconds;
-        let outcome = &run.outcome;
-        let (event, verdict) = match (&outcome.verdict, outcome.status) {
-            (Some(verdict), AgentStatus::Completed) if verdict.approved => (
-                RunEvent::ReviewApproved {
-                    step: id.to_string(),
-                    attempt,
-                    summary: verdict.summary.clone(),
-                    seconds,
-                },
-                Some(Review::Approved),
-            ),
-            (Some(verdict), AgentStatus::Completed) => (
-                RunEvent::ReviewRejected {
-                    step: id.to_string(),
-                    attempt,
-                    summary: verdict.summary.clone(),
-                    issues: verdict.issues.clone(),
-                    suggestions: verdict.suggestions.clone(),
-                    retry: verdict.retry,
-                    seconds,
-                },
-                Some(Review::Rejected(verdict.clone())),
-            ),
-            _ => {
-                last_failure = match &outcome.error {
-                    Some(error) => format!("the reviewer ended {}: {error}", outcome.status),
-                    None => format!("the reviewer ended {} without a verdict", outcome.status),
-                };
-                let event = RunEvent::ReviewFailed {
-                    step: id.to_string(),
-                    attempt,
-                    review,
-                    reason: last_failure.clone(),
-                    seconds,
-                };
-                let stopped = outcome.status == AgentStatus::Terminated;
-                (
-                    event,
-                    stopped.then(|| Review::Stopped(last_failure.clone())),
-                )
-            }
-        };
-        ctx.recorder.emit(event, |run| {
-            run.totals.note_sandbox(record.stats.sandbox.as_ref());
-            if let Some(step) = run.step_mut(id) {
-                step.stats.add(&record.stats);
-                if let Some(last) = step.attempt_mut(attempt).reviews.last_mut() {
-                    *last = record;
-                }
-            }
+            record,
+            outcome: outcome.clone(),
         });
-        if let Some(verdict) = verdict {
-            return verdict;
+        match outcome {
+            ReviewOutcome::Approved(_) => return ReviewEnd::Approved,
+            ReviewOutcome::Rejected(verdict) => return ReviewEnd::Rejected(verdict),
+            ReviewOutcome::Stopped(reason) => return ReviewEnd::Stopped(reason),
+            ReviewOutcome::Failed(reason) => last_failure = reason,
         }
     }
-    Review::Failed(last_failure)
+    ReviewEnd::Failed(last_failure)
+}
+
+/// What a reviewer's end means for the step.
+fn judge(record: &AgentRecord) -> ReviewOutcome {
+    match (&record.verdict, record.status) {
+        (Some(verdict), AgentStatus::Completed) if verdict.approved => {
+            ReviewOutcome::Approved(verdict.clone())
+        }
+        (Some(verdict), AgentStatus::Completed) => ReviewOutcome::Rejected(verdict.clone()),
+        (_, status) => {
+            let why = match &record.error {
+                Some(error) => format!("the reviewer ended {status}: {error}"),
+                None => format!("the reviewer ended {status} without a verdict"),
+            };
+            if status == AgentStatus::Terminated {
+                ReviewOutcome::Stopped(why)
+            } else {
+                ReviewOutcome::Failed(why)
+            }
+        }
+    }
 }

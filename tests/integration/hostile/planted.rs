@@ -23,26 +23,33 @@ fn a_planted_agent_directory_is_refused_not_followed() {
     let outside = outside(&sandbox);
     let to = outside.display();
     let plant_worker = format!(r#"{RUN_DIR} && mkdir -p "$run/b" && ln -s {to} "$run/b/worker-1""#);
-    let plant_review = format!(r#"{RUN_DIR} && ln -s {to} "$run/c/review-1""#);
+    let plant_reviews =
+        format!(r#"{RUN_DIR} && ln -s {to} "$run/c/review-1" && ln -s {to} "$run/c/review-1-2""#);
     let rules = vec![
         planner(json!([step("a", &[]), step("b", &["a"]), step("c", &[])])),
         worker_rule("a", running(&[&plant_worker])),
         worker_rule("b", worker_writes("b", 0)),
-        worker_rule("c", running(&[&plant_review])),
+        worker_rule("c", running(&[&plant_reviews])),
         approving_reviewer(),
     ];
     let team = team_run(&sandbox, rules, &["--sandbox", "off", "--max-replans", "0"]);
     assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
     assert_eq!(team.step("a")["status"], "completed");
-    for planted in ["b", "c"] {
-        let step = team.step(planted);
-        assert_eq!(step["status"], "failed", "{step}");
-        let reason = step["reason"].as_str().unwrap();
-        assert!(
-            reason.contains("refusing the agent directory")
-                && reason.contains("a symbolic link is already there"),
-            "{reason}"
-        );
+    let refused = |text: &str| {
+        text.contains("refusing the agent directory")
+            && text.contains("a symbolic link is already there")
+    };
+    let b = team.step("b");
+    assert_eq!(b["status"], "failed", "{b}");
+    assert!(refused(b["reason"].as_str().unwrap()), "{b}");
+    // A reviewer that cannot start is a review that failed as a system:
+    // tried once more, then the step is unreviewed, never approved.
+    let c = team.step("c");
+    assert_eq!(c["status"], "unreviewed", "{c}");
+    let failures = team.events_of("review_failed");
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    for failure in &failures {
+        assert!(refused(failure["reason"].as_str().unwrap()), "{failure}");
     }
     assert!(
         team.events_of("review_approved")

@@ -1,0 +1,597 @@
+//! The owner of a run: it alone holds the run's record, decides every
+//! change of a step's status, and hands each new state to the recorder.
+//!
+//! It schedules eagerly: a step starts the moment all its dependencies are
+//! done and one of `--max-parallel` slots is free; there is no batch
+//! barrier, and a slow step holds up only what depends on it. Each step
+//! runs as a task of its own (`step`), which tells the owner what happens
+//! over a channel. A failed step skips its transitive dependents and
+//! independent steps go on; when under half the steps have completed, the
+//! Planner is asked to plan the rest instead (at most `--max-replans`
+//! times): new steps stop starting, the running ones finish, and the steps
+//! that did not complete are replaced by the new plan.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::Utc;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::mpsc;
+
+use super::context::RunContext;
+use super::events::{Limit, RunEvent};
+use super::planner::Planner;
+use super::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
+use super::recorder::Recorder;
+use super::replan::{replaced_by_replan, replan_input, replan_reason};
+use super::review::ReviewOutcome;
+use super::step::{StepEnd, StepEvent, StepStart, run_step};
+use super::summary::summary_table;
+use crate::protocol::AgentRole;
+use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
+
+/// Exit codes (SPEC section 4).
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_DEADLINE: u8 = 124;
+
+pub struct Owner<'c> {
+    ctx: &'c RunContext,
+    record: Arc<RunRecord>,
+    recorder: Recorder,
+    interrupts: Interrupts,
+}
+
+impl<'c> Owner<'c> {
+    pub fn new(
+        ctx: &'c RunContext,
+        record: Arc<RunRecord>,
+        recorder: Recorder,
+        interrupts: Interrupts,
+    ) -> Self {
+        Owner {
+            ctx,
+            record,
+            recorder,
+            interrupts,
+        }
+    }
+
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// What the run's steps share.
+    pub fn context(&self) -> &'c RunContext {
+        self.ctx
+    }
+
+    /// Applies `update` to the record and records `event` with it.
+    pub fn emit(&mut self, event: RunEvent, update: impl FnOnce(&mut RunRecord)) {
+        self.change(update);
+        self.recorder.emit(&event, &self.record);
+    }
+
+    /// Changes the record without an event (counters, times).
+    pub fn update(&mut self, update: impl FnOnce(&mut RunRecord)) {
+        self.change(update);
+        self.recorder.save(&self.record);
+    }
+
+    fn change(&mut self, update: impl FnOnce(&mut RunRecord)) {
+        let run = Arc::make_mut(&mut self.record);
+        update(run);
+        run.recount();
+        run.updated_at = Utc::now();
+    }
+
+    /// Runs the steps until none can start any more.
+    pub async fn schedule(&mut self, planner: &mut Planner) {
+        let ctx = self.ctx;
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let mut running = FuturesUnordered::new();
+        let mut replan_due: Option<String> = None;
+        let mut limit_noted = false;
+        let mut stop_noted = false;
+        loop {
+            while running.len() < ctx.team.max_parallel
+                && replan_due.is_none()
+                && ctx.stop.reason().is_none()
+            {
+                if let Some(reason) = ctx.budget.exhausted() {
+                    if !limit_noted {
+                        limit_noted = true;
+                        let event = RunEvent::LimitReached {
+                            limit: Limit::Budget,
+                            reason: reason.clone(),
+                        };
+                        self.emit(event, |run| run.reason = Some(reason));
+                    }
+                    break;
+                }
+                let Some(start) = self.next_ready() else {
+                    break;
+                };
+                let id = start.step.id.clone();
+                self.update(|run| {
+                    if let Some(step) = run.step_mut(&id) {
+                        step.status = StepStatus::Running;
+                        step.started_at = Some(Utc::now());
+                    }
+                });
+                running.push(run_step(ctx, start, events.clone()));
+            }
+            if running.is_empty() {
+                match replan_due.take() {
+                    Some(reason) if ctx.stop.reason().is_none() => {
+                        self.replan(planner, reason).await;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            tokio::select! {
+                // The stop first, so that it is recorded before what it ends.
+                biased;
+                reason = ctx.stop.stopped(), if !stop_noted => {
+                    stop_noted = true;
+                    self.note_stop(reason);
+                }
+                Some((id, event)) = inbox.recv() => self.apply(&id, event),
+                Some((id, end)) = running.next() => {
+                    // Everything the step said comes before its end.
+                    while let Ok((id, event)) = inbox.try_recv() {
+                        self.apply(&id, event);
+                    }
+                    let failed = !matches!(end, StepEnd::Completed | StepEnd::Unreviewed { accepted: true, .. });
+                    self.finish_step(&id, end);
+                    if failed && replan_due.is_none() {
+                        let accept = ctx.team.accept_unreviewed;
+                        match replan_reason(&self.record, ctx.team.max_replans, accept) {
+                            Some(reason) => replan_due = Some(reason),
+                            None => self.skip_dependents(&id),
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(reason) = ctx.stop.reason().filter(|_| !stop_noted) {
+            self.note_stop(reason);
+        }
+        self.skip_leftovers();
+    }
+
+    /// The run was stopped: by Ctrl-C, or by its deadline.
+    fn note_stop(&mut self, reason: String) {
+        let event = if self.interrupts.interrupted() {
+            RunEvent::Interrupted {
+                reason: reason.clone(),
+            }
+        } else {
+            RunEvent::LimitReached {
+                limit: Limit::Deadline,
+                reason: reason.clone(),
+            }
+        };
+        self.emit(event, |run| run.reason = Some(reason));
+    }
+
+    /// The first pending step, in plan order, whose dependencies are all
+    /// done, with what it starts from.
+    fn next_ready(&self) -> Option<StepStart> {
+        let accept = self.ctx.team.accept_unreviewed;
+        let run = &self.record;
+        let step = run.steps.iter().find(|step| {
+            step.status == StepStatus::Pending
+                && step
+                    .dependencies
+                    .iter()
+                    .all(|dep| run.step(dep).is_some_and(|d| d.is_done(accept)))
+        })?;
+        let dependencies = step
+            .dependencies
+            .iter()
+            .filter_map(|dep| run.step(dep))
+            .map(|dep| (dep.clone(), dep.delivered().cloned()))
+            .collect();
+        // A resumed step keeps its earlier attempts: new ones are numbered
+        // after them, and the last rejection is the first feedback.
+        let feedback = step
+            .attempts
+            .last()
+            .and_then(|a| a.reviews.last())
+            .and_then(|r| r.verdict.clone())
+            .filter(|v| !v.approved);
+        Some(StepStart {
+            step: step.clone(),
+            dependencies,
+            first_attempt: u32::try_from(step.attempts.len()).unwrap_or(u32::MAX) + 1,
+            feedback,
+        })
+    }
+
+    /// What a step said, in the record and as an event.
+    fn apply(&mut self, id: &str, event: StepEvent) {
+        let step = id.to_string();
+        match event {
+            StepEvent::AgentStarted {
+                attempt,
+                role,
+                review,
+                dir,
+            } => {
+                let dir = self.ctx.show(&dir);
+                let agents = self.ctx.budget.agents();
+                let event = match role {
+                    AgentRole::Reviewer => RunEvent::ReviewStarted {
+                        step,
+                        attempt,
+                        review,
+                        dir: dir.clone(),
+                    },
+                    AgentRole::Worker | AgentRole::Planner => RunEvent::StepStarted {
+                        step,
+                        attempt,
+                        dir: dir.clone(),
+                    },
+                };
+                self.emit(event, |run| {
+                    run.totals.agents = agents;
+                    if let Some(step) = run.step_mut(id) {
+                        let slot = step.attempt_mut(attempt);
+                        let running = AgentRecord::running(dir);
+                        match role {
+                            AgentRole::Reviewer => slot.reviews.push(running),
+                            AgentRole::Worker | AgentRole::Planner => slot.worker = Some(running),
+                        }
+                    }
+                });
+            }
+            StepEvent::WorkerFinished { attempt, worker } => {
+                let event = RunEvent::WorkerFinished {
+                    step,
+                    attempt,
+                    status: worker.status,
+                    summary: worker.summary.clone(),
+                    error: worker.error.clone(),
+                    seconds: worker.stats.runtime_seconds,
+                };
+                self.emit(event, |run| {
+                    run.totals.note_sandbox(worker.stats.sandbox.as_ref());
+                    if let Some(step) = run.step_mut(id) {
+                        step.stats.add(&worker.stats);
+                        step.attempt_mut(attempt).worker = Some(worker);
+                    }
+                });
+            }
+            StepEvent::ClaimsChecked { attempt, claims } => {
+                let event = RunEvent::ClaimsChecked {
+                    step,
+                    attempt,
+                    listed: claims.listed.len(),
+                    missing: claims.missing.clone(),
+                    changing_calls: claims.changing_calls,
+                    suspicious: claims.suspicious,
+                };
+                self.emit(event, |run| {
+                    if let Some(step) = run.step_mut(id) {
+                        step.status = StepStatus::Reviewing;
+                        step.attempt_mut(attempt).claims = Some(claims);
+                    }
+                });
+            }
+            StepEvent::ReviewFinished {
+                attempt,
+                review,
+                record,
+                outcome,
+            } => {
+                let seconds = record.stats.runtime_seconds;
+                let event = match outcome {
+                    ReviewOutcome::Approved(verdict) => RunEvent::ReviewApproved {
+                        step,
+                        attempt,
+                        summary: verdict.summary,
+                        seconds,
+                    },
+                    ReviewOutcome::Rejected(verdict) => RunEvent::ReviewRejected {
+                        step,
+                        attempt,
+                        summary: verdict.summary,
+                        issues: verdict.issues,
+                        suggestions: verdict.suggestions,
+                        retry: verdict.retry,
+                        seconds,
+                    },
+                    ReviewOutcome::Failed(reason) | ReviewOutcome::Stopped(reason) => {
+                        RunEvent::ReviewFailed {
+                            step,
+                            attempt,
+                            review,
+                            reason,
+                            seconds,
+                        }
+                    }
+                };
+                self.emit(event, |run| {
+                    run.totals.note_sandbox(record.stats.sandbox.as_ref());
+                    if let Some(step) = run.step_mut(id) {
+                        step.stats.add(&record.stats);
+                        if let Some(last) = step.attempt_mut(attempt).reviews.last_mut() {
+                            *last = record;
+                        }
+                    }
+                });
+            }
+            StepEvent::Retrying { attempt } => {
+                let event = RunEvent::StepRetry { step, attempt };
+                self.emit(event, |run| {
+                    if let Some(step) = run.step_mut(id) {
+                        step.status = StepStatus::Running;
+                    }
+                });
+            }
+        }
+    }
+
+    fn finish_step(&mut self, id: &str, end: StepEnd) {
+        let (seconds, attempts) = self
+            .record
+            .step(id)
+            .map(|step| {
+                let seconds = step
+                    .started_at
+                    .map(|at| (Utc::now() - at).num_milliseconds() as f64 / 1000.0)
+                    .unwrap_or(0.0);
+                (seconds, u32::try_from(step.attempts.len()).unwrap_or(0))
+            })
+            .unwrap_or((0.0, 0));
+        let step = id.to_string();
+        let (event, status, reason) = match end {
+            StepEnd::Completed => (
+                RunEvent::StepCompleted {
+                    step,
+                    attempts,
+                    seconds,
+                },
+                StepStatus::Completed,
+                None,
+            ),
+            // A step cut short by Ctrl-C is not a failure of the step:
+            // `--resume` runs it again.
+            StepEnd::Failed(failure) if self.interrupts.interrupted() => {
+                let reason = failure.to_string();
+                (
+                    RunEvent::StepInterrupted {
+                        step,
+                        attempts,
+                        reason: reason.clone(),
+                        seconds,
+                    },
+                    StepStatus::Interrupted,
+                    Some(reason),
+                )
+            }
+            StepEnd::Failed(failure) => {
+                let reason = failure.to_string();
+                (
+                    RunEvent::StepFailed {
+                        step,
+                        attempts,
+                        reason: reason.clone(),
+                        seconds,
+                    },
+                    StepStatus::Failed,
+                    Some(reason),
+                )
+            }
+            StepEnd::Unreviewed { accepted, reason } => (
+                RunEvent::StepUnreviewed {
+                    step,
+                    accepted,
+                    reason: reason.clone(),
+                    seconds,
+                },
+                StepStatus::Unreviewed,
+                Some(reason),
+            ),
+        };
+        self.emit(event, |run| {
+            if let Some(step) = run.step_mut(id) {
+                step.status = status;
+                step.reason = reason;
+                step.completed_at = Some(Utc::now());
+                step.duration_seconds = Some(seconds);
+            }
+        });
+    }
+
+    /// Marks every pending step that depends on `failed`, directly or not,
+    /// as skipped.
+    fn skip_dependents(&mut self, failed: &str) {
+        let mut blocked: HashSet<String> = [failed.to_string()].into();
+        let mut skipped = Vec::new();
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for step in self
+                .record
+                .steps
+                .iter()
+                .filter(|s| s.status == StepStatus::Pending)
+            {
+                if blocked.contains(&step.id) {
+                    continue;
+                }
+                if let Some(dep) = step.dependencies.iter().find(|d| blocked.contains(*d)) {
+                    blocked.insert(step.id.clone());
+                    skipped.push((
+                        step.id.clone(),
+                        format!("it depends on {dep}, which did not complete"),
+                    ));
+                    grew = true;
+                }
+            }
+        }
+        for (id, reason) in skipped {
+            self.skip(&id, reason);
+        }
+    }
+
+    /// Whatever is still pending when nothing more can start; after Ctrl-C
+    /// they stay pending, for `--resume`.
+    fn skip_leftovers(&mut self) {
+        if self.interrupts.interrupted() {
+            return;
+        }
+        let pending: Vec<String> = self
+            .record
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Pending)
+            .map(|s| s.id.clone())
+            .collect();
+        let why = self
+            .ctx
+            .stop
+            .reason()
+            .or_else(|| self.ctx.budget.exhausted())
+            .unwrap_or_else(|| "its dependencies did not complete".to_string());
+        for id in pending {
+            self.skip(&id, why.clone());
+        }
+    }
+
+    fn skip(&mut self, id: &str, reason: String) {
+        let event = RunEvent::StepSkipped {
+            step: id.to_string(),
+            reason: reason.clone(),
+        };
+        self.emit(event, |run| {
+            if let Some(step) = run.step_mut(id) {
+                step.status = StepStatus::Skipped;
+                step.reason = Some(reason);
+            }
+        });
+    }
+
+    /// Asks the Planner to plan the rest; the steps that did not complete
+    /// make way for the new ones. An answer that is not a valid plan is
+    /// saved, and the run goes on as if there had been no replan.
+    async fn replan(&mut self, planner: &mut Planner, reason: String) {
+        let accept = self.ctx.team.accept_unreviewed;
+        let round = self.record.replans + 1;
+        let input = replan_input(&self.record, accept);
+        self.emit(RunEvent::Replanning { round, reason }, |run| {
+            run.replans = round;
+        });
+        let answer = planner
+            .replan(&input.failed, &input.completed, &input.taken, &input.done)
+            .await;
+        match answer {
+            Ok(plan) => {
+                let file = self.ctx.run_dir.join(format!("replan-{round}.json"));
+                if let Err(e) = super::save_json(&file, &plan).await {
+                    eprintln!("troupe: cannot save {}: {e}", file.display());
+                }
+                let replaced = replaced_by_replan(&self.record, accept);
+                let event = RunEvent::StepsReplaced {
+                    round,
+                    steps: replaced.clone(),
+                };
+                self.emit(event, |run| {
+                    for step in run.steps.iter_mut().filter(|s| replaced.contains(&s.id)) {
+                        step.status = StepStatus::Replaced;
+                        step.reason = Some(format!("replaced by replan {round}"));
+                    }
+                    run.steps
+                        .extend(plan.steps.iter().map(|s| StepRecord::new(s, round)));
+                });
+                let event = RunEvent::PlanReady {
+                    round,
+                    summary: plan.summary.clone(),
+                    steps: plan.steps.len(),
+                    levels: crate::supervisor::plan::levels(&plan).len(),
+                    file: self.ctx.show(&file),
+                };
+                self.emit(event, |_| {});
+                eprint!("{}", crate::supervisor::plan::render_tree(&plan, |_| None));
+            }
+            Err(failure) => {
+                let name = format!("invalid-replan-{round}.txt");
+                let saved = self.ctx.save_planner_answer(&name, &failure.answer);
+                let event = RunEvent::PlanInvalid {
+                    round,
+                    reason: failure.reason,
+                    saved: self.ctx.show(&saved),
+                };
+                self.emit(event, |_| {});
+                let failed: Vec<String> = self
+                    .record
+                    .steps
+                    .iter()
+                    .filter(|s| s.status.is_failure())
+                    .map(|s| s.id.clone())
+                    .collect();
+                for id in failed {
+                    self.skip_dependents(&id);
+                }
+            }
+        }
+    }
+
+    /// The run's status and exit code, recorded and shown.
+    pub fn finish(&mut self) -> u8 {
+        let accept = self.ctx.team.accept_unreviewed;
+        let all_done = self.record.steps.iter().all(|s| s.is_settled(accept));
+        let interrupted = self.interrupts.interrupted();
+        let (status, exit_code) = match (interrupted, self.ctx.stop.reason(), all_done) {
+            (true, _, _) => (RunStatus::Interrupted, EXIT_INTERRUPTED),
+            (false, Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
+            (false, None, true) => (RunStatus::Completed, 0),
+            (false, None, false) => (RunStatus::Failed, EXIT_FAILED),
+        };
+        self.close(status, exit_code);
+        exit_code
+    }
+
+    /// Ends the run as `status`: totals, `run_finished`, the summary.
+    pub fn close(&mut self, status: RunStatus, exit_code: u8) {
+        let usage = self.ctx.budget.usage();
+        let agents = self.ctx.budget.agents();
+        let seconds = crate::protocol::round_seconds(self.recorder.elapsed_seconds());
+        let interrupted = self.interrupts.interrupted();
+        self.update(|run| {
+            if interrupted {
+                let cut = [StepStatus::Running, StepStatus::Reviewing];
+                for step in run.steps.iter_mut().filter(|s| cut.contains(&s.status)) {
+                    step.status = StepStatus::Interrupted;
+                }
+            }
+            run.status = status;
+            run.completed_at = Some(Utc::now());
+            run.totals.token_usage = usage;
+            run.totals.agents = agents;
+            run.totals.runtime_seconds = seconds;
+            if status == RunStatus::Failed && run.reason.is_none() {
+                run.reason = Some(format!(
+                    "{} failed, {} skipped, {} unreviewed",
+                    run.totals.failed, run.totals.skipped, run.totals.unreviewed
+                ));
+            }
+        });
+        let totals = self.record.totals.clone();
+        let event = RunEvent::RunFinished {
+            status,
+            exit_code,
+            completed: totals.completed,
+            failed: totals.failed,
+            skipped: totals.skipped,
+            unreviewed: totals.unreviewed,
+            seconds,
+            token_usage: usage,
+        };
+        self.emit(event, |_| {});
+        eprint!("{}", summary_table(&self.record));
+    }
+}

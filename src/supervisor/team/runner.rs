@@ -1,0 +1,142 @@
+//! The seam between a run and its agents: the scheduler asks an
+//! `AgentRunner` to run one worker or reviewer and gets the agent's record
+//! back. `ProcessRunner` is the real one: a `troupe-agent` child process
+//! in its own directory, served by this process. Tests put a scripted
+//! runner in its place and drive the whole scheduler in-process.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::context::AgentLines;
+use super::record::AgentRecord;
+use crate::llm::ChatModel;
+use crate::protocol::{AgentId, AgentLimits, AgentRole, SandboxSettings, TaskFile};
+use crate::signal::StopSignal;
+use crate::supervisor::launcher::{LaunchVars, Launcher};
+use crate::supervisor::{AgentRun, Hygiene, ServeLimits, SpawnConfig, SpawnError, spawn_agent};
+
+/// One agent a step needs.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    pub step: String,
+    pub attempt: u32,
+    pub role: AgentRole,
+    /// Its directory, which must not exist yet.
+    pub dir: PathBuf,
+    /// One line on what the step is about.
+    pub summary: String,
+    /// The agent's task: the worker's or the reviewer's brief.
+    pub brief: String,
+}
+
+pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<AgentRecord, SpawnError>> + 'a>>;
+
+/// Runs the agents of a run.
+pub trait AgentRunner {
+    /// Runs one agent to its end. `Err` when it could not be run at all
+    /// (its directory could not be made, its records not kept): a failure
+    /// of the system, not of the agent.
+    fn run(&self, request: AgentRequest) -> RunFuture<'_>;
+}
+
+/// How each agent of the run is started and bounded.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The `troupe-agent` binary.
+    pub program: PathBuf,
+    pub serve: ServeLimits,
+    pub hygiene: Hygiene,
+    pub limits: AgentLimits,
+    pub sandbox: SandboxSettings,
+    pub prompts_dir: Option<PathBuf>,
+    /// Places each agent elsewhere (`--launcher`).
+    pub launcher: Option<Launcher>,
+}
+
+/// Each agent a `troupe-agent` process.
+pub struct ProcessRunner {
+    pub settings: AgentSettings,
+    pub run_id: String,
+    pub workspace: PathBuf,
+    /// The model every agent's requests go to (counting against the run's
+    /// budget).
+    pub model: Arc<dyn ChatModel>,
+    /// Stops every running agent: the deadline, or the first Ctrl-C.
+    pub stop: StopSignal,
+    pub lines: AgentLines,
+}
+
+impl AgentRunner for ProcessRunner {
+    fn run(&self, request: AgentRequest) -> RunFuture<'_> {
+        Box::pin(async move {
+            let config = self.spawn_config(request);
+            let run = spawn_agent(config, self.model.clone(), &self.lines).await?;
+            Ok(agent_record(&run))
+        })
+    }
+}
+
+impl ProcessRunner {
+    fn spawn_config(&self, request: AgentRequest) -> SpawnConfig {
+        let settings = &self.settings;
+        let name = request
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut task = TaskFile::new(
+            AgentId::new(format!("{}/{name}", request.step)),
+            request.role,
+            request.summary,
+            request.brief,
+            self.workspace.clone(),
+            request.dir,
+        );
+        task.step = Some(request.step.clone());
+        task.attempt = request.attempt;
+        task.timeout_seconds = settings.serve.timeout.as_secs();
+        task.prompts_dir = settings.prompts_dir.clone();
+        task.limits = settings.limits.clone();
+        task.sandbox = settings.sandbox.clone();
+        let launch = settings.launcher.clone().map(|launcher| {
+            let vars = LaunchVars {
+                run_id: self.run_id.clone(),
+                step_id: request.step,
+                agent_id: task.agent_id.to_string(),
+                role: request.role.as_str().to_string(),
+                attempt: request.attempt,
+            };
+            (launcher, vars)
+        });
+        SpawnConfig {
+            task,
+            agent_program: settings.program.clone(),
+            limits: settings.serve.clone(),
+            hygiene: settings.hygiene.clone(),
+            stop: self.stop.clone(),
+            launch,
+        }
+    }
+}
+
+/// What the run keeps of one agent's end.
+fn agent_record(run: &AgentRun) -> AgentRecord {
+    let result = &run.result;
+    AgentRecord {
+        dir: result.deliverables_dir.clone(),
+        status: result.status,
+        summary: match &run.outcome.verdict {
+            Some(verdict) => verdict.summary.clone(),
+            None => result.result_summary.clone(),
+        },
+        deliverables_files: result.deliverables_files.clone(),
+        verdict: run.outcome.verdict.clone(),
+        error: result.error.clone(),
+        stats: result.stats.clone(),
+        changing_calls: run.outcome.changing_calls,
+        timings: run.outcome.timings,
+        success_claimed: run.outcome.finish.as_ref().is_some_and(|f| f.success),
+    }
+}
