@@ -1,5 +1,5 @@
-//! The conversation vocabulary every other module speaks: messages, tool
-//! calls, tool specs and token usage.
+//! The conversation vocabulary every other module speaks: who takes part,
+//! messages, tool calls, tool specs and token usage.
 //!
 //! These types are the ground floor of the crate. The wire protocol carries
 //! them between parent and child, the model clients translate them to and
@@ -9,6 +9,57 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// Who takes part in a run's conversations: the Planner (in the parent),
+/// and the Workers and Reviewers (each a child process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Actor {
+    Planner,
+    Worker,
+    Reviewer,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Planner => "planner",
+            Actor::Worker => "worker",
+            Actor::Reviewer => "reviewer",
+        }
+    }
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which agent a model request is for. Only the scripted model looks at
+/// it (its rules match on role, step and attempt, each agent with its own
+/// cursor); a real endpoint never sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentKey {
+    pub role: Actor,
+    /// The step id in a team run; the agent id for `troupe spawn`.
+    pub step: Option<String>,
+    /// 1-based attempt of the step.
+    pub attempt: Option<u32>,
+}
+
+impl std::fmt::Display for AgentKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.role)?;
+        if let Some(step) = &self.step {
+            write!(f, " of step {step}")?;
+        }
+        if let Some(attempt) = self.attempt {
+            write!(f, " (attempt {attempt})")?;
+        }
+        Ok(())
+    }
+}
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

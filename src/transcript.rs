@@ -11,16 +11,17 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::chat::Actor;
 use crate::chat::Message;
 use crate::fsutil::write_json_atomic;
-use crate::protocol::{AgentId, AgentRole, AgentStats, AgentStatus, StopReason};
+use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile};
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Conversation {
     pub agent_id: AgentId,
     pub conversation_id: String,
-    pub role: AgentRole,
+    pub role: Actor,
     pub summary: String,
     pub status: AgentStatus,
     #[serde(with = "rfc3339")]
@@ -38,12 +39,17 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    pub fn new(
-        agent_id: AgentId,
-        conversation_id: String,
-        role: AgentRole,
-        summary: String,
-    ) -> Self {
+    /// The empty conversation of the agent of `task`.
+    pub fn for_task(task: &TaskFile) -> Self {
+        Conversation::new(
+            task.agent_id.clone(),
+            task.conversation_id.clone(),
+            task.role.actor(),
+            task.summary.clone(),
+        )
+    }
+
+    pub fn new(agent_id: AgentId, conversation_id: String, role: Actor, summary: String) -> Self {
         Conversation {
             agent_id,
             conversation_id,

@@ -98,10 +98,15 @@ impl CallRunner {
             }
         };
         let output = cap_output(output, &self.ctx, &call.id);
+        let changes = self
+            .registry
+            .get(call.name())
+            .is_some_and(|tool| tool.changes_workspace());
         self.out.send(&FromChild::ToolResult {
             call_id: call.id.clone(),
             success: output.success,
             summary: output.summary(),
+            changed: output.success && changes,
         });
         CallResult { output, fatal }
     }

@@ -151,12 +151,6 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
         .map_err(|e| format!("cannot read the task file {}: {e}", path.display()))?;
     let task: TaskFile = serde_json::from_str(&text)
         .map_err(|e| format!("the task file {} is not valid: {e}", path.display()))?;
-    if task.role == AgentRole::Planner {
-        return Err(format!(
-            "the task file {} is for the planner, which runs inside troupe, not as troupe-agent",
-            path.display()
-        ));
-    }
     if task.protocol != PROTOCOL_VERSION {
         return Err(format!(
             "the task file {} is for protocol {}, this troupe-agent speaks {PROTOCOL_VERSION}",
@@ -190,12 +184,7 @@ async fn run_task(
             );
         }
     };
-    let conversation = Conversation::new(
-        task.agent_id.clone(),
-        task.conversation_id.clone(),
-        task.role,
-        task.summary.clone(),
-    );
+    let conversation = Conversation::for_task(task);
     let mut transcript = match TranscriptWriter::create(task.transcript_path(), conversation) {
         Ok(transcript) => transcript,
         Err(e) => return fail(out, format!("cannot write the transcript: {e}")),
@@ -210,7 +199,7 @@ async fn run_task(
     );
     let registry = match task.role {
         AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
-        AgentRole::Worker | AgentRole::Planner => ToolRegistry::worker(),
+        AgentRole::Worker => ToolRegistry::worker(),
     };
     let calls = CallRunner {
         registry,
@@ -221,7 +210,7 @@ async fn run_task(
     let session = Session::new(task, model, calls, &mut transcript, cancel);
     let end = match task.role {
         AgentRole::Reviewer => reviewer::run(session).await,
-        AgentRole::Worker | AgentRole::Planner => worker::run(session).await,
+        AgentRole::Worker => worker::run(session).await,
     };
     heartbeat.abort();
     ctx.groups.kill_all();

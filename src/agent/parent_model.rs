@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use super::outbox::Outbox;
-use crate::llm::{BoxFuture, ChatModel, Completion, CompletionRequest, LlmError};
+use futures_util::future::BoxFuture;
+
+use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
 use crate::protocol::{DEFAULT_LINE_CAP, FromChild, LineReader, ToChild, decode_line};
 use crate::signal::StopSignal;
 
@@ -41,14 +43,14 @@ impl ParentModel {
         let (tx, rx) = oneshot::channel();
         self.waiting
             .lock()
-            .map_err(|_| LlmError::PipeClosed)?
+            .map_err(|_| pipe_closed())?
             .insert(id, tx);
         self.out.send(&FromChild::LlmRequest {
             id,
             messages: request.messages,
             tools: request.tools,
         });
-        rx.await.unwrap_or(Err(LlmError::PipeClosed))
+        rx.await.unwrap_or(Err(pipe_closed()))
     }
 }
 
@@ -83,7 +85,10 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
                 id,
                 message,
                 retryable,
-            }) => answer(&waiting, id, Err(LlmError::Parent { message, retryable })),
+            }) => {
+                let message = format!("the model request failed in the parent: {message}");
+                answer(&waiting, id, Err(LlmError::Relay { message, retryable }));
+            }
             Ok(ToChild::Cancel { reason }) => cancel.trigger(reason),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
@@ -95,6 +100,14 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
     cancel.trigger("the parent closed the pipe");
     if let Ok(mut waiting) = waiting.lock() {
         waiting.clear();
+    }
+}
+
+/// The parent went away while the agent waited for an answer.
+fn pipe_closed() -> LlmError {
+    LlmError::Relay {
+        message: "the parent closed the pipe".to_string(),
+        retryable: false,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::calls::{CallResult, CallRunner};
 use crate::chat::{Message, ToolCall};
-use crate::llm::{AgentKey, ChatModel, CompletionRequest};
+use crate::llm::{ChatModel, CompletionRequest};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{StopReason, TaskFile, VerdictReport};
 use crate::signal::StopSignal;
@@ -84,7 +84,7 @@ impl<'a> Session<'a> {
     /// One model turn, recorded. `Err` on cancel or model failure.
     pub async fn ask(&mut self, with_tools: bool) -> Result<Message, LoopEnd> {
         let request = CompletionRequest {
-            agent: self.agent_key(),
+            agent: self.task.agent_key(),
             messages: self.transcript.messages().to_vec(),
             tools: if with_tools {
                 self.calls.registry.specs()
@@ -155,14 +155,6 @@ impl<'a> Session<'a> {
             .map_err(|e| LoopEnd::Failed {
                 error: e.to_string(),
             })
-    }
-
-    fn agent_key(&self) -> AgentKey {
-        AgentKey {
-            role: self.task.role.as_str().to_string(),
-            step: Some(self.task.step_key()),
-            attempt: Some(self.task.attempt),
-        }
     }
 
     fn prompt_values(&self) -> Vec<(&'static str, String)> {

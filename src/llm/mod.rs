@@ -10,40 +10,11 @@ pub mod config;
 pub mod openai;
 pub mod scripted;
 
-use std::future::Future;
-use std::pin::Pin;
+use futures_util::future::BoxFuture;
 
-use crate::chat::{Message, ToolSpec, Usage};
+use crate::chat::{AgentKey, Message, ToolSpec, Usage};
 
 pub use config::{ModelConfig, ReasoningEcho, build_model};
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Which agent a request is for. Only the scripted model looks at it (its
-/// rules match on role, step and attempt, each agent with its own cursor);
-/// a real endpoint never sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AgentKey {
-    /// `planner`, `worker` or `reviewer`.
-    pub role: String,
-    /// The step id in a team run; the agent id for `troupe spawn`.
-    pub step: Option<String>,
-    /// 1-based attempt of the step.
-    pub attempt: Option<u32>,
-}
-
-impl std::fmt::Display for AgentKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.role)?;
-        if let Some(step) = &self.step {
-            write!(f, " of step {step}")?;
-        }
-        if let Some(attempt) = self.attempt {
-            write!(f, " (attempt {attempt})")?;
-        }
-        Ok(())
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct CompletionRequest {
@@ -83,21 +54,19 @@ pub enum LlmError {
     /// The scripted model has no answer for this agent.
     #[error("{0}")]
     Script(String),
-    /// The parent reported a failure for a child's request.
-    #[error("the model request failed in the parent: {message}")]
-    Parent { message: String, retryable: bool },
-    /// The parent went away while a child waited for an answer.
-    #[error("the parent closed the pipe")]
-    PipeClosed,
+    /// What stands between the agent and the model failed, as `message`
+    /// says (for a child: its parent).
+    #[error("{message}")]
+    Relay { message: String, retryable: bool },
 }
 
 impl LlmError {
     /// Whether trying the same request again later could succeed.
     pub fn retryable(&self) -> bool {
         match self {
-            LlmError::Status { retryable, .. } | LlmError::Parent { retryable, .. } => *retryable,
+            LlmError::Status { retryable, .. } | LlmError::Relay { retryable, .. } => *retryable,
             LlmError::Transport { .. } => true,
-            LlmError::Malformed { .. } | LlmError::Script(_) | LlmError::PipeClosed => false,
+            LlmError::Malformed { .. } | LlmError::Script(_) => false,
         }
     }
 }

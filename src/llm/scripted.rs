@@ -15,7 +15,10 @@ use serde_json::{Map, Value};
 
 use crate::chat::{Message, Role, ToolCall, Usage};
 
-use super::{AgentKey, BoxFuture, ChatModel, Completion, CompletionRequest, LlmError};
+use futures_util::future::BoxFuture;
+
+use super::{ChatModel, Completion, CompletionRequest, LlmError};
+use crate::chat::AgentKey;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,7 +152,9 @@ impl ScriptedModel {
 
     fn find_rule(&self, agent: &AgentKey) -> Option<usize> {
         self.rules.iter().position(|rule| {
-            rule.role.as_deref().is_none_or(|role| role == agent.role)
+            rule.role
+                .as_deref()
+                .is_none_or(|role| role == agent.role.as_str())
                 && rule
                     .step
                     .as_ref()

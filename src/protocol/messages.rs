@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::sandbox::SandboxReport;
-use crate::chat::{Message, ToolSpec, Usage};
+use crate::chat::{Actor, Message, ToolSpec, Usage};
 
 /// The protocol version a `hello` must carry.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -19,17 +19,18 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum AgentRole {
     Worker,
     Reviewer,
-    /// Runs in the parent, never as a child; named so that its transcript
-    /// and the scripted model's rules can say who spoke.
-    Planner,
 }
 
 impl AgentRole {
     pub fn as_str(self) -> &'static str {
+        self.actor().as_str()
+    }
+
+    /// Who the child is in the run's conversations.
+    pub fn actor(self) -> Actor {
         match self {
-            AgentRole::Worker => "worker",
-            AgentRole::Reviewer => "reviewer",
-            AgentRole::Planner => "planner",
+            AgentRole::Worker => Actor::Worker,
+            AgentRole::Reviewer => Actor::Reviewer,
         }
     }
 }
@@ -180,6 +181,10 @@ pub enum FromChild {
         success: bool,
         #[serde(default)]
         summary: String,
+        /// The call changed the workspace or ran something (write_file,
+        /// edit_file, run_command): evidence of work behind a claim.
+        #[serde(default)]
+        changed: bool,
     },
     /// The counters so far; also sent as a heartbeat while tools run, which
     /// is what lets the parent tell a slow command from a hung child.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
 use super::sandbox::SandboxSettings;
+use crate::chat::AgentKey;
 
 /// The name of the directory inside an agent's directory that holds
 /// troupe's own files (task, transcript, logs, spilled output).
@@ -99,6 +100,15 @@ impl TaskFile {
     /// usually lies, beside other agents' and the runs' records.
     pub fn results_dir(&self) -> PathBuf {
         self.workspace.join(RESULTS_DIR)
+    }
+
+    /// Which agent this is, for the model it asks.
+    pub fn agent_key(&self) -> AgentKey {
+        AgentKey {
+            role: self.role.actor(),
+            step: Some(self.step_key()),
+            attempt: Some(self.attempt),
+        }
     }
 
     pub fn subagent_dir(&self) -> PathBuf {

@@ -41,7 +41,7 @@ pub enum SandboxError {
 pub fn writable_paths(task: &TaskFile) -> Vec<PathBuf> {
     let mut paths = match task.role {
         AgentRole::Reviewer => vec![task.subagent_dir()],
-        AgentRole::Worker | AgentRole::Planner => {
+        AgentRole::Worker => {
             vec![task.workspace.clone(), task.agent_dir.clone()]
         }
     };
@@ -81,17 +81,15 @@ pub fn apply(task: &TaskFile, settings: &SandboxSettings) -> Result<SandboxRepor
         // Landlock lets a Reviewer write nothing of the results directory
         // but its own `.subagent/`.
         (_, AgentRole::Reviewer) => true,
-        (_, AgentRole::Worker | AgentRole::Planner) => {
-            match results::protect(&task.results_dir(), &task.agent_dir) {
-                Ok(()) => true,
-                Err(why) => {
-                    missing.push(format!(
-                        "the results directory stays writable to the worker's commands ({why})"
-                    ));
-                    false
-                }
+        (_, AgentRole::Worker) => match results::protect(&task.results_dir(), &task.agent_dir) {
+            Ok(()) => true,
+            Err(why) => {
+                missing.push(format!(
+                    "the results directory stays writable to the worker's commands ({why})"
+                ));
+                false
             }
-        }
+        },
     };
     if let Err(why) = privileges::drop_all() {
         missing.push(why);

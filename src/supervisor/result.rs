@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::serve::{AgentTimings, ChildOutcome};
+use super::serve::ChildOutcome;
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile, display_in};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,4 +85,21 @@ impl AgentResult {
             timings: outcome.timings,
         }
     }
+}
+
+/// The parent's clock on one child, in milliseconds: what troupe adds on
+/// top of the agent's work, for the benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AgentTimings {
+    /// From spawning the process to its `hello`.
+    pub startup_ms: f64,
+    /// From `hello` to its report (`finished`, `verdict` or `error`).
+    pub working_ms: f64,
+    /// From the report to the process's exit.
+    pub exit_ms: f64,
+    /// From the exit to the session confirmed empty and the child reaped.
+    pub teardown_ms: f64,
+    /// What the child spent writing its transcript, as it reported.
+    #[serde(default)]
+    pub transcript_ms: f64,
 }

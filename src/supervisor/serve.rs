@@ -18,10 +18,12 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use super::events::{AgentEvent, EventSink};
+use super::result::AgentTimings;
 use super::served::Served;
 use super::session;
+use crate::chat::AgentKey;
 use crate::deadline::after_tokio;
-use crate::llm::{AgentKey, ChatModel};
+use crate::llm::ChatModel;
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport,
     encode_line,
@@ -85,23 +87,6 @@ pub struct ChildOutcome {
     pub changing_calls: u32,
     /// Where the time outside the agent's own work went.
     pub timings: AgentTimings,
-}
-
-/// The parent's clock on one child, in milliseconds: what troupe adds on
-/// top of the agent's work, for the benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct AgentTimings {
-    /// From spawning the process to its `hello`.
-    pub startup_ms: f64,
-    /// From `hello` to its report (`finished`, `verdict` or `error`).
-    pub working_ms: f64,
-    /// From the report to the process's exit.
-    pub exit_ms: f64,
-    /// From the exit to the session confirmed empty and the child reaped.
-    pub teardown_ms: f64,
-    /// What the child spent writing its transcript, as it reported.
-    #[serde(default)]
-    pub transcript_ms: f64,
 }
 
 enum Ending {

@@ -18,7 +18,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::events::AgentEvent;
-use super::serve::{AgentTimings, ChildOutcome, ChildRun};
+use super::result::AgentTimings;
+use super::serve::{ChildOutcome, ChildRun};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError};
 use crate::protocol::{
@@ -157,11 +158,12 @@ impl<'r, 'a> Served<'r, 'a> {
                 call_id,
                 success,
                 summary,
+                changed,
             } => {
                 // Only a call the model asked for counts as evidence of work.
                 let asked = self.delivered_calls.get(&call_id);
                 let name = asked.map_or("tool", String::as_str);
-                if success && asked.is_some() && crate::tools::changes_workspace(name) {
+                if changed && asked.is_some() {
                     self.changing_calls += 1;
                 }
                 self.event(AgentEvent::ToolResult {

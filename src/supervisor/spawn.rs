@@ -18,7 +18,7 @@ use super::launcher::{LaunchVars, Launcher};
 use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
 use crate::fsutil::{deliverable_files, nofollow, write_json_atomic};
-use crate::llm::{AgentKey, ChatModel};
+use crate::llm::ChatModel;
 use crate::protocol::{AgentStatus, TaskFile};
 use crate::signal::StopSignal;
 use crate::transcript::{self, Conversation};
@@ -110,11 +110,7 @@ pub async fn run_prepared(
     })?;
     let run = ChildRun {
         name: &name,
-        key: AgentKey {
-            role: task.role.as_str().to_string(),
-            step: Some(task.step_key()),
-            attempt: Some(task.attempt),
-        },
+        key: task.agent_key(),
         role: task.role,
         max_requests: task.limits.max_turns.saturating_add(1),
         model,
@@ -136,14 +132,7 @@ pub async fn run_prepared(
     if !sealed_by_child {
         transcript::seal(
             &task.transcript_path(),
-            || {
-                Conversation::new(
-                    task.agent_id.clone(),
-                    task.conversation_id.clone(),
-                    task.role,
-                    task.summary.clone(),
-                )
-            },
+            || Conversation::for_task(task),
             outcome.status,
             outcome.stats.clone(),
             outcome.error.clone(),

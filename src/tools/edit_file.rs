@@ -13,7 +13,7 @@ use super::{
     within_file_limit,
 };
 use crate::fsutil::read_bounded;
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 pub struct EditFile;
 

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Finish, Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 pub struct FinishTask;
 

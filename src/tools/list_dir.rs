@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::fsutil::nofollow;
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 const MAX_ENTRIES: usize = 1000;
 

@@ -25,8 +25,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::chat::ToolSpec;
-use crate::llm::BoxFuture;
 use crate::protocol::AgentLimits;
+use futures_util::future::BoxFuture;
 
 pub use fence::{FenceError, PathFence};
 pub use process_groups::ProcessGroups;
@@ -212,16 +212,6 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T,
     };
     serde_json::from_str(text)
         .map_err(|e| ToolError::RespondToModel(format!("invalid arguments for {tool}: {e}")))
-}
-
-/// Whether the worker tool named `name` changes the workspace when it
-/// succeeds; names troupe does not know count as not.
-pub fn changes_workspace(name: &str) -> bool {
-    static WORKER: std::sync::LazyLock<ToolRegistry> =
-        std::sync::LazyLock::new(ToolRegistry::worker);
-    WORKER
-        .get(name)
-        .is_some_and(|tool| tool.changes_workspace())
 }
 
 /// The tools of one role, in the order the model sees them.

@@ -11,7 +11,7 @@ use super::{
     parse_args,
 };
 use crate::fsutil::read_bounded;
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 const DEFAULT_LIMIT: usize = 2000;
 

@@ -13,7 +13,7 @@ use tokio::process::Command;
 
 use super::process_groups::{GroupGuard, kill_group};
 use super::{Counter, Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 /// Bytes kept per stream; the rest is counted and dropped.
 const CAPTURE_CAP: usize = 1024 * 1024;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::fsutil::read_bounded;
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 const SKIPPED_DIRS: &[&str] = &[".git", "target", crate::protocol::RESULTS_DIR];
 const DEFAULT_MAX_RESULTS: usize = 100;

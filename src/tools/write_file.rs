@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{
     PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, within_file_limit,
 };
-use crate::llm::BoxFuture;
+use futures_util::future::BoxFuture;
 
 pub struct WriteFile;
 

@@ -15,7 +15,9 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 use crate::text::excerpt;
 
-use super::{BoxFuture, ChatModel, Completion, CompletionRequest, LlmError, ReasoningEcho};
+use futures_util::future::BoxFuture;
+
+use super::{ChatModel, Completion, CompletionRequest, LlmError, ReasoningEcho};
 
 pub use retry::RetryPolicy;
 

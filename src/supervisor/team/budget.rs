@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::chat::Usage;
-use crate::llm::{BoxFuture, ChatModel, Completion, CompletionRequest, LlmError};
+use futures_util::future::BoxFuture;
+
+use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
 
 pub struct Budget {
     max_agents: u32,

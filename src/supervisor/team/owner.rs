@@ -229,7 +229,7 @@ impl<'c> Owner<'c> {
                         review,
                         dir: dir.clone(),
                     },
-                    AgentRole::Worker | AgentRole::Planner => RunEvent::StepStarted {
+                    AgentRole::Worker => RunEvent::StepStarted {
                         step,
                         attempt,
                         dir: dir.clone(),
@@ -242,7 +242,7 @@ impl<'c> Owner<'c> {
                         let running = AgentRecord::running(dir);
                         match role {
                             AgentRole::Reviewer => slot.reviews.push(running),
-                            AgentRole::Worker | AgentRole::Planner => slot.worker = Some(running),
+                            AgentRole::Worker => slot.worker = Some(running),
                         }
                     }
                 });

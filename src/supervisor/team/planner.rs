@@ -7,10 +7,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
-use crate::llm::{AgentKey, ChatModel, CompletionRequest};
+use crate::llm::{ChatModel, CompletionRequest};
 use crate::prompts::{Prompt, render};
-use crate::protocol::{AgentId, AgentRole, AgentStats, AgentStatus};
+use crate::protocol::{AgentId, AgentStats, AgentStatus};
 use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with};
 use crate::transcript::Conversation;
 
@@ -44,7 +45,7 @@ impl Planner {
             Conversation::new(
                 AgentId::new("planner"),
                 "planner".to_string(),
-                AgentRole::Planner,
+                Actor::Planner,
                 "plan the run".to_string(),
             )
         });
@@ -91,7 +92,7 @@ impl Planner {
         self.conversation.messages.push(Message::user(question));
         let request = CompletionRequest {
             agent: AgentKey {
-                role: "planner".to_string(),
+                role: Actor::Planner,
                 step: None,
                 attempt: None,
             },

@@ -11,7 +11,7 @@ use super::claims::Claims;
 use crate::chat::Usage;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
 use crate::supervisor::plan::Step;
-use crate::supervisor::serve::AgentTimings;
+use crate::supervisor::result::AgentTimings;
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
