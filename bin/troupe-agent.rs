@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use troupe::agent::{AgentOptions, main as agent_main};
-use troupe::cli::model_args::ModelArgs;
+use troupe::settings::Environment;
+use troupe::settings::model::ModelFlags;
 
 /// Run one agent from its task file (normally started by troupe).
 #[derive(Debug, Parser)]
@@ -23,7 +24,7 @@ struct AgentArgs {
     probe_sandbox: bool,
 
     #[command(flatten)]
-    model: ModelArgs,
+    model: ModelFlags,
 }
 
 fn main() -> ExitCode {
@@ -40,8 +41,8 @@ fn main() -> ExitCode {
             }
         };
     };
-    let model = match args.model.model.is_some() {
-        true => match args.model.resolve() {
+    let model = match args.model.named(&Environment) {
+        true => match args.model.resolve(&Environment) {
             Ok(model) => Some(model),
             Err(e) => {
                 eprintln!("troupe-agent: {e}");

@@ -26,6 +26,7 @@ pub mod paint;
 pub mod prompts;
 pub mod protocol;
 pub mod sandbox;
+pub mod settings;
 pub mod signal;
 pub mod supervisor;
 pub mod text;

@@ -1,14 +1,15 @@
 //! The flags that bound each agent, shared by `spawn` and `run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 
 use super::UsageError;
 use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, ReadScope, SandboxMode, SandboxSettings};
+use crate::settings::{Lookup, pick};
 use crate::supervisor::launcher::{Launcher, local_only_warning};
-use crate::supervisor::{Hygiene, ServeLimits};
+use crate::supervisor::{AgentSettings, Hygiene, ServeLimits};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Each agent")]
@@ -37,12 +38,13 @@ pub struct AgentArgs {
     pub command_timeout: u64,
 
     /// A directory of prompt overrides (see prompts/ for the names); files
-    /// missing there keep the built-in prompts.
-    #[arg(long, value_name = "DIR", env = "TROUPE_PROMPTS_DIR")]
+    /// missing there keep the built-in prompts [env: TROUPE_PROMPTS_DIR].
+    #[arg(long, value_name = "DIR")]
     pub prompts_dir: Option<PathBuf>,
 
-    /// The troupe-agent binary (default: the one next to troupe).
-    #[arg(long, value_name = "PATH", env = "TROUPE_AGENT_BIN")]
+    /// The troupe-agent binary (default: the one next to troupe)
+    /// [env: TROUPE_AGENT_BIN].
+    #[arg(long, value_name = "PATH")]
     pub agent_bin: Option<PathBuf>,
 
     /// Pass this environment variable on to the agents and their commands
@@ -59,14 +61,10 @@ pub struct AgentArgs {
 
     /// The Landlock sandbox of each agent: auto enforces what the kernel
     /// can and says what it cannot; required refuses to run an agent the
-    /// kernel cannot fully confine; off runs agents unconfined.
-    #[arg(
-        long,
-        value_name = "MODE",
-        env = "TROUPE_SANDBOX",
-        default_value = "auto"
-    )]
-    pub sandbox: SandboxMode,
+    /// kernel cannot fully confine; off runs agents unconfined
+    /// [env: TROUPE_SANDBOX] [default: auto].
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<SandboxMode>,
 
     /// Let agents and their commands open TCP connections (denied by
     /// default: the agents need none, troupe talks to the model for them).
@@ -77,31 +75,23 @@ pub struct AgentArgs {
     /// their own directory and TMPDIR, and the system directories builds
     /// need: /usr, /lib*, /bin, /sbin, /etc, /opt, /proc, /sys, /dev, /run,
     /// /var), workspace (the first three only; no program of the system
-    /// runs), or all (every file the user can read).
-    #[arg(
-        long,
-        value_name = "SCOPE",
-        env = "TROUPE_READ_SCOPE",
-        default_value = "system"
-    )]
-    pub read_scope: ReadScope,
+    /// runs), or all (every file the user can read) [env: TROUPE_READ_SCOPE]
+    /// [default: system].
+    #[arg(long, value_name = "SCOPE")]
+    pub read_scope: Option<ReadScope>,
 
     /// Let agents and their commands read this directory or file too, in
-    /// any read scope (repeatable; e.g. --allow-read ~/.cargo).
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "TROUPE_ALLOW_READ",
-        value_delimiter = ':'
-    )]
+    /// any read scope (repeatable; e.g. --allow-read ~/.cargo)
+    /// [env: TROUPE_ALLOW_READ, paths separated by :].
+    #[arg(long, value_name = "PATH")]
     pub allow_read: Vec<PathBuf>,
 
     /// Start each agent through this command prefix, e.g. "srun
     /// --ntasks=1 --quiet --unbuffered --job-name=troupe-{step_id} --".
     /// Split like shell words, never run by a shell; {run_id}, {step_id},
     /// {agent_id}, {role} and {attempt} are filled in; the agent's command
-    /// line is appended.
-    #[arg(long, value_name = "CMD", env = "TROUPE_LAUNCHER")]
+    /// line is appended [env: TROUPE_LAUNCHER].
+    #[arg(long, value_name = "CMD")]
     pub launcher: Option<String>,
 
     /// Seconds an agent may take to start (to say hello), a launcher's
@@ -111,7 +101,35 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
-    pub fn serve_limits(&self) -> ServeLimits {
+    /// Every agent's settings: these flags, then the environment and the
+    /// config file (`sources`). `results` is where the agents' records go,
+    /// and `api_key_env` the variable no agent may be given.
+    pub fn settings(
+        &self,
+        sources: &dyn Lookup,
+        results: &Path,
+        api_key_env: &str,
+        max_tokens: Option<u64>,
+    ) -> Result<AgentSettings, UsageError> {
+        let usage = |e: String| UsageError(e);
+        let prompts_dir: Option<PathBuf> =
+            pick(self.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(usage)?;
+        let agent_bin: Option<PathBuf> =
+            pick(self.agent_bin.clone(), sources, "TROUPE_AGENT_BIN").map_err(usage)?;
+        let launcher: Option<String> =
+            pick(self.launcher.clone(), sources, "TROUPE_LAUNCHER").map_err(usage)?;
+        Ok(AgentSettings {
+            program: super::agent_program(agent_bin.as_deref())?,
+            serve: self.serve_limits(),
+            hygiene: self.hygiene(api_key_env)?,
+            limits: self.agent_limits(max_tokens),
+            sandbox: self.sandbox(sources)?,
+            prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
+            launcher: launcher_of(launcher.as_deref(), results)?,
+        })
+    }
+
+    fn serve_limits(&self) -> ServeLimits {
         ServeLimits {
             timeout: Duration::from_secs(self.timeout),
             idle_timeout: (self.idle_timeout > 0).then(|| Duration::from_secs(self.idle_timeout)),
@@ -122,7 +140,7 @@ impl AgentArgs {
     }
 
     /// The loop limits for the task file; `max_tokens` is per agent.
-    pub fn agent_limits(&self, max_tokens: Option<u64>) -> AgentLimits {
+    fn agent_limits(&self, max_tokens: Option<u64>) -> AgentLimits {
         let idle = self.idle_timeout;
         AgentLimits {
             max_turns: self.max_turns,
@@ -138,20 +156,9 @@ impl AgentArgs {
         }
     }
 
-    /// The prompts directory as an absolute path (children run elsewhere).
-    pub fn prompts_dir(&self) -> Result<Option<PathBuf>, UsageError> {
-        self.prompts_dir
-            .as_ref()
-            .map(|dir| {
-                dir.canonicalize()
-                    .map_err(|e| UsageError(format!("--prompts-dir {}: {e}", dir.display())))
-            })
-            .transpose()
-    }
-
-    /// The environment and limits every child gets. Passing the variable
-    /// that holds the API key is refused: only the parent may hold it.
-    pub fn hygiene(&self, api_key_env: &str) -> Result<Hygiene, UsageError> {
+    /// The environment every child gets. Passing the variable that holds
+    /// the API key is refused: only the parent may hold it.
+    fn hygiene(&self, api_key_env: &str) -> Result<Hygiene, UsageError> {
         if let Some(name) = self
             .pass_env
             .iter()
@@ -177,9 +184,18 @@ impl AgentArgs {
 
     /// The sandbox settings, with every `--allow-read` path made real: the
     /// agent applies them from another directory, maybe another node.
-    pub fn sandbox(&self) -> Result<SandboxSettings, UsageError> {
-        let allow_read = self
-            .allow_read
+    fn sandbox(&self, sources: &dyn Lookup) -> Result<SandboxSettings, UsageError> {
+        let usage = |e: String| UsageError(e);
+        let mode = pick(self.sandbox, sources, "TROUPE_SANDBOX").map_err(usage)?;
+        let read_scope = pick(self.read_scope, sources, "TROUPE_READ_SCOPE").map_err(usage)?;
+        let allow_read: Vec<PathBuf> = match self.allow_read.is_empty() {
+            false => self.allow_read.clone(),
+            true => sources
+                .get("TROUPE_ALLOW_READ")
+                .map(|s| s.value.split(':').map(PathBuf::from).collect())
+                .unwrap_or_default(),
+        };
+        let allow_read = allow_read
             .iter()
             .map(|path| {
                 path.canonicalize()
@@ -187,28 +203,33 @@ impl AgentArgs {
             })
             .collect::<Result<_, _>>()?;
         Ok(SandboxSettings {
-            mode: self.sandbox,
+            mode: mode.unwrap_or_default(),
             allow_network: self.allow_network,
-            read_scope: self.read_scope,
+            read_scope: read_scope.unwrap_or_default(),
             allow_read,
         })
     }
+}
 
-    /// The launcher, parsed, with a warning when the results directory is
-    /// where other nodes cannot see it.
-    pub fn launcher(&self, results: &std::path::Path) -> Result<Option<Launcher>, UsageError> {
-        let Some(text) = &self.launcher else {
-            return Ok(None);
-        };
-        let launcher = Launcher::parse(text).map_err(|e| UsageError(e.to_string()))?;
-        let probe = std::iter::successors(Some(results), |p| p.parent()).find(|p| p.exists());
-        if let Some(warning) = probe.and_then(local_only_warning) {
-            eprintln!("troupe: warning: {warning}");
-        }
-        Ok(Some(launcher))
-    }
+/// The directory `dir` as an absolute path (children run elsewhere).
+fn real_dir(dir: Option<PathBuf>, flag: &str) -> Result<Option<PathBuf>, UsageError> {
+    dir.map(|dir| {
+        dir.canonicalize()
+            .map_err(|e| UsageError(format!("{flag} {}: {e}", dir.display())))
+    })
+    .transpose()
+}
 
-    pub fn program(&self) -> Result<PathBuf, UsageError> {
-        super::agent_program(self.agent_bin.as_deref())
+/// The launcher, parsed, with a warning when the results directory is
+/// where other nodes cannot see it.
+fn launcher_of(text: Option<&str>, results: &Path) -> Result<Option<Launcher>, UsageError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let launcher = Launcher::parse(text).map_err(|e| UsageError(e.to_string()))?;
+    let probe = std::iter::successors(Some(results), |p| p.parent()).find(|p| p.exists());
+    if let Some(warning) = probe.and_then(local_only_warning) {
+        eprintln!("troupe: warning: {warning}");
     }
+    Ok(Some(launcher))
 }

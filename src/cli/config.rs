@@ -2,17 +2,17 @@
 //!
 //! The file `--config FILE` or `$TROUPE_CONFIG` names, else `troupe.toml`
 //! in the current directory, else `~/.config/troupe/config.toml`;
-//! `TROUPE_CONFIG=` (empty) reads none. Each key
-//! stands for a flag; a flag on the command line beats the environment
-//! variable, which beats the file. It is read before the flags are parsed
-//! and handed on as those variables, so every command sees the same
-//! settings the same way.
+//! `TROUPE_CONFIG=` (empty) reads none. Each key stands for a flag, and
+//! `Sources` answers for the flags left open: the key's environment
+//! variable first, then the file (see `crate::settings`). Paths in the file
+//! are relative to it.
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::UsageError;
+use crate::settings::{Lookup, Sourced, from_environment};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,56 +29,80 @@ struct ConfigFile {
     prompts_dir: Option<PathBuf>,
 }
 
-/// Finds and reads the config file, and sets the variables of the keys it
-/// sets that the environment does not. Must run before any thread starts.
-pub fn apply(args: &[std::ffi::OsString]) -> Result<Option<PathBuf>, UsageError> {
-    let Some(path) = locate(args)? else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        UsageError(format!(
-            "cannot read the config file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "the config file {} is not valid: {e}",
-            path.display()
-        ))
-    })?;
-    let relative = |p: PathBuf| -> String {
-        let base = path.parent().unwrap_or(Path::new("."));
-        base.join(p).display().to_string()
-    };
-    let settings = [
-        ("TROUPE_MODEL", file.model),
-        ("TROUPE_BASE_URL", file.base_url),
-        ("TROUPE_API_KEY_ENV", file.api_key_env),
-        ("TROUPE_REASONING_ECHO", file.reasoning_echo),
-        ("TROUPE_LAUNCHER", file.launcher),
-        ("TROUPE_SANDBOX", file.sandbox),
-        ("TROUPE_READ_SCOPE", file.read_scope),
-        (
-            "TROUPE_ALLOW_READ",
-            file.allow_read.map(|paths| {
-                let paths: Vec<String> = paths.into_iter().map(relative).collect();
-                paths.join(":")
-            }),
-        ),
-        ("TROUPE_AGENT_BIN", file.agent_bin.map(relative)),
-        ("TROUPE_PROMPTS_DIR", file.prompts_dir.map(relative)),
-    ];
-    for (name, value) in settings {
-        if let Some(value) = value
-            && std::env::var_os(name).is_none()
-        {
-            // SAFETY: called from `main` before the runtime or any other
-            // thread exists, so nothing reads the environment concurrently.
-            unsafe { std::env::set_var(name, value) };
-        }
+/// The environment, then the config file.
+#[derive(Debug, Default)]
+pub struct Sources {
+    file: ConfigFile,
+    /// The file read, if any.
+    path: Option<PathBuf>,
+}
+
+impl Sources {
+    /// Finds and reads the config file, if there is one.
+    pub fn load(args: &[std::ffi::OsString]) -> Result<Self, UsageError> {
+        let Some(path) = locate(args)? else {
+            return Ok(Sources::default());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            UsageError(format!(
+                "cannot read the config file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+            UsageError(format!(
+                "the config file {} is not valid: {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Sources {
+            file,
+            path: Some(path),
+        })
     }
-    Ok(Some(path))
+
+    /// The file's value for the setting of variable `env`, as text.
+    fn file_value(&self, env: &str) -> Option<(&'static str, String)> {
+        let f = &self.file;
+        let base = self
+            .path
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let path = |p: &PathBuf| base.join(p).display().to_string();
+        let (key, value) = match env {
+            "TROUPE_MODEL" => ("model", f.model.clone()),
+            "TROUPE_BASE_URL" => ("base_url", f.base_url.clone()),
+            "TROUPE_API_KEY_ENV" => ("api_key_env", f.api_key_env.clone()),
+            "TROUPE_REASONING_ECHO" => ("reasoning_echo", f.reasoning_echo.clone()),
+            "TROUPE_LAUNCHER" => ("launcher", f.launcher.clone()),
+            "TROUPE_SANDBOX" => ("sandbox", f.sandbox.clone()),
+            "TROUPE_READ_SCOPE" => ("read_scope", f.read_scope.clone()),
+            "TROUPE_ALLOW_READ" => (
+                "allow_read",
+                f.allow_read
+                    .as_ref()
+                    .map(|paths| paths.iter().map(path).collect::<Vec<_>>().join(":")),
+            ),
+            "TROUPE_AGENT_BIN" => ("agent_bin", f.agent_bin.as_ref().map(path)),
+            "TROUPE_PROMPTS_DIR" => ("prompts_dir", f.prompts_dir.as_ref().map(path)),
+            _ => return None,
+        };
+        value.map(|value| (key, value))
+    }
+}
+
+impl Lookup for Sources {
+    fn get(&self, env: &str) -> Option<Sourced> {
+        from_environment(env).or_else(|| {
+            let (key, value) = self.file_value(env)?;
+            let file = self.path.as_deref().unwrap_or(Path::new("troupe.toml"));
+            Some(Sourced {
+                value,
+                origin: format!("{key} in {}", file.display()),
+            })
+        })
+    }
 }
 
 /// `--config FILE` (or `--config=FILE`) from the raw arguments, then

@@ -9,7 +9,6 @@ mod agent_args;
 mod agents;
 mod background;
 mod config;
-pub mod model_args;
 mod plan;
 mod run;
 mod show;
@@ -95,10 +94,13 @@ pub fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Err(e) = config::apply(&args) {
-        eprintln!("troupe: {e}");
-        return ExitCode::from(2);
-    }
+    let sources = match config::Sources::load(&args) {
+        Ok(sources) => sources,
+        Err(e) => {
+            eprintln!("troupe: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cli = Cli::parse();
     // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
     // the forking thread, so that thread must live as long as troupe.
@@ -114,9 +116,9 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Spawn(args) => spawn::run(args).await,
-            Command::Run(args) => run::run(args).await,
-            Command::Plan(args) => plan::plan(args).await,
+            Command::Spawn(args) => spawn::run(args, &sources).await,
+            Command::Run(args) => run::run(args, &sources).await,
+            Command::Plan(args) => plan::plan(args, &sources).await,
             Command::Validate(args) => plan::validate(args),
             Command::Status(args) => agents::status(args),
             Command::Wait(args) => agents::wait(args).await,

@@ -8,8 +8,10 @@ use anyhow::Context;
 use clap::Args;
 
 use super::UsageError;
-use super::model_args::ModelArgs;
+use super::config::Sources;
 use crate::llm::build_model;
+use crate::settings::model::ModelFlags;
+use crate::settings::pick;
 use crate::supervisor::plan::{Plan, parse_plan, render_tree};
 use crate::supervisor::team::Planner;
 
@@ -31,7 +33,8 @@ pub struct PlanArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// A directory of prompt overrides (planner.md).
+    /// A directory of prompt overrides (planner.md) [env:
+    /// TROUPE_PROMPTS_DIR].
     #[arg(long, value_name = "DIR")]
     pub prompts_dir: Option<PathBuf>,
 
@@ -40,7 +43,7 @@ pub struct PlanArgs {
     pub format: PlanFormat,
 
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub model: ModelFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,8 +60,11 @@ pub struct ValidateArgs {
     pub plan: PathBuf,
 }
 
-pub async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let model = build_model(&args.model.resolve()?).map_err(|e| UsageError(e.to_string()))?;
+pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    let model_config = args.model.resolve(sources).map_err(UsageError)?;
+    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let prompts_dir: Option<PathBuf> =
+        pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError)?;
     let goal = match (&args.goal, &args.goal_file) {
         (Some(goal), _) => goal.clone(),
         (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
@@ -66,7 +72,7 @@ pub async fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         })?,
         (None, None) => return Err(UsageError("give the goal or --goal-file".into()).into()),
     };
-    let mut planner = Planner::new(model, args.prompts_dir.clone(), None);
+    let mut planner = Planner::new(model, prompts_dir, None);
     let plan = match planner.plan(goal.trim()).await {
         Ok(plan) => plan,
         Err(failure) => {

@@ -8,13 +8,12 @@ use clap::Args;
 
 use super::UsageError;
 use super::agent_args::AgentArgs;
-use super::model_args::ModelArgs;
+use super::config::Sources;
 use super::plan::read_plan_file;
 use crate::llm::build_model;
+use crate::settings::model::ModelFlags;
 use crate::supervisor::plan::Plan;
-use crate::supervisor::team::{
-    AgentSettings, Start, TeamConfig, TeamError, TeamSettings, find_run, run_team,
-};
+use crate::supervisor::team::{Start, TeamConfig, TeamError, TeamSettings, find_run, run_team};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -62,7 +61,7 @@ pub struct RunArgs {
     pub agent: AgentArgs,
 
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub model: ModelFlags,
 }
 
 #[derive(Debug, Args)]
@@ -100,8 +99,9 @@ pub struct TeamArgs {
     pub deadline: Option<u64>,
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve()?;
+pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    let model_config = args.model.resolve(sources).map_err(UsageError)?;
+    let api_key_env = args.model.api_key_env(sources);
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     std::fs::create_dir_all(&args.workspace)
         .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
@@ -123,15 +123,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = TeamConfig {
         start,
         workspace,
-        agents: AgentSettings {
-            program: args.agent.program()?,
-            serve: args.agent.serve_limits(),
-            hygiene: args.agent.hygiene(&args.model.api_key_env)?,
-            limits: args.agent.agent_limits(None),
-            sandbox: args.agent.sandbox()?,
-            launcher: args.agent.launcher(&results)?,
-            prompts_dir: args.agent.prompts_dir()?,
-        },
+        agents: args.agent.settings(sources, &results, &api_key_env, None)?,
         team: TeamSettings {
             max_parallel: args.team.max_parallel as usize,
             max_retries: args.team.max_retries,

@@ -9,18 +9,18 @@ use clap::Args;
 
 use super::UsageError;
 use super::agent_args::AgentArgs;
-use super::model_args::ModelArgs;
+use super::config::Sources;
 use crate::llm::build_model;
 use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
+use crate::settings::model::ModelFlags;
 use crate::signal::StopSignal;
 use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
-use crate::supervisor::launcher::LaunchVars;
 use crate::supervisor::notify::on_finish;
 use crate::supervisor::registry::{self, AgentLock, Holder};
 use crate::supervisor::spawn::{Existing, prepare, run_prepared};
 use crate::supervisor::status::StatusTracker;
-use crate::supervisor::{Progress, SpawnConfig};
+use crate::supervisor::{AgentSettings, Progress, SpawnConfig};
 
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
@@ -83,17 +83,22 @@ pub struct SpawnArgs {
     pub agent: AgentArgs,
 
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub model: ModelFlags,
 }
 
-pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve()?;
+pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    let model_config = args.model.resolve(sources).map_err(UsageError)?;
+    let api_key_env = args.model.api_key_env(sources);
+    let workspace = make_dir(&args.workspace, "--workspace")?;
+    let results = workspace.join(crate::protocol::RESULTS_DIR);
+    let settings = args
+        .agent
+        .settings(sources, &results, &api_key_env, args.max_tokens)?;
     if let Some(task_path) = &args.supervise {
         let task = load_task(task_path)?;
-        return supervise(&args, model_config, task, true).await;
+        return supervise(&args, &settings, model_config, task, true).await;
     }
-    let task = build_task(&args)?;
-    let results = task.results_dir();
+    let task = build_task(&args, workspace, &settings)?;
     let id = task.agent_id.to_string();
     let max = args.background.then_some(args.max_concurrent);
     registry::check_new(&results, &id, &task.agent_dir, max)
@@ -103,13 +108,14 @@ pub async fn run(args: SpawnArgs) -> anyhow::Result<ExitCode> {
     if args.background {
         return super::background::launch(&task);
     }
-    supervise(&args, model_config, task, false).await
+    supervise(&args, &settings, model_config, task, false).await
 }
 
 /// Runs the prepared agent under this process, holding its directory, and
 /// prints its result object.
 async fn supervise(
     args: &SpawnArgs,
+    settings: &AgentSettings,
     model_config: crate::llm::ModelConfig,
     task: TaskFile,
     background: bool,
@@ -125,24 +131,7 @@ async fn supervise(
         .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;
     let stop = StopSignal::default();
     let result_path = task.subagent_dir().join("result.json");
-    let launch = args.agent.launcher(&task.agent_dir)?.map(|launcher| {
-        let vars = LaunchVars {
-            run_id: "spawn".to_string(),
-            step_id: task.agent_id.to_string(),
-            agent_id: task.agent_id.to_string(),
-            role: task.role.as_str().to_string(),
-            attempt: task.attempt,
-        };
-        (launcher, vars)
-    });
-    let config = SpawnConfig {
-        task,
-        agent_program: args.agent.program()?,
-        limits: args.agent.serve_limits(),
-        hygiene: args.agent.hygiene(&args.model.api_key_env)?,
-        stop: stop.clone(),
-        launch,
-    };
+    let config = SpawnConfig::new(task, settings, stop.clone(), "spawn");
     let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
     let interrupts = Interrupts::new();
     interrupts.watch(stop).context("cannot watch for Ctrl-C")?;
@@ -178,7 +167,11 @@ fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
     })
 }
 
-fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
+fn build_task(
+    args: &SpawnArgs,
+    workspace: PathBuf,
+    settings: &AgentSettings,
+) -> Result<TaskFile, UsageError> {
     let summary = args.summary.trim().to_string();
     if summary.is_empty() {
         return Err(UsageError(
@@ -201,9 +194,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
             "the task is empty; say what the agent should do".into(),
         ));
     }
-    let workspace = make_dir(&args.workspace, "--workspace")?;
     let agent_dir = agent_dir(&workspace, args)?;
-    let prompts_dir = args.agent.prompts_dir()?;
     let mut task = TaskFile::new(
         AgentId::new(args.id.to_string()),
         AgentRole::Worker,
@@ -212,10 +203,7 @@ fn build_task(args: &SpawnArgs) -> Result<TaskFile, UsageError> {
         workspace,
         agent_dir,
     );
-    task.timeout_seconds = args.agent.timeout;
-    task.prompts_dir = prompts_dir;
-    task.limits = args.agent.agent_limits(args.max_tokens);
-    task.sandbox = args.agent.sandbox()?;
+    settings.fill(&mut task);
     Ok(task)
 }
 

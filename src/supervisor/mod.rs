@@ -27,4 +27,4 @@ pub use events::{AgentEvent, EventSink};
 pub use progress::Progress;
 pub use result::AgentResult;
 pub use serve::{ChildOutcome, ServeLimits};
-pub use spawn::{AgentRun, SpawnConfig, SpawnError, spawn_agent};
+pub use spawn::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};

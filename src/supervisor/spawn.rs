@@ -19,7 +19,7 @@ use super::result::AgentResult;
 use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
 use crate::fsutil::{deliverable_files, nofollow, write_json_atomic};
 use crate::llm::ChatModel;
-use crate::protocol::{AgentStatus, TaskFile};
+use crate::protocol::{AgentLimits, AgentStatus, SandboxSettings, TaskFile};
 use crate::signal::StopSignal;
 use crate::transcript::{self, Conversation};
 
@@ -33,6 +33,56 @@ pub struct SpawnConfig {
     /// Place the child through this launcher, its placeholders filled in
     /// with these values.
     pub launch: Option<(Launcher, LaunchVars)>,
+}
+
+/// How each agent is started and bounded: what `troupe spawn` and every
+/// agent of a run share, resolved from flags, environment and config.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// The `troupe-agent` binary.
+    pub program: PathBuf,
+    pub serve: ServeLimits,
+    pub hygiene: Hygiene,
+    pub limits: AgentLimits,
+    pub sandbox: SandboxSettings,
+    pub prompts_dir: Option<PathBuf>,
+    /// Places each agent elsewhere (`--launcher`).
+    pub launcher: Option<Launcher>,
+}
+
+impl AgentSettings {
+    /// What the agent's task file takes of these settings.
+    pub fn fill(&self, task: &mut TaskFile) {
+        task.timeout_seconds = self.serve.timeout.as_secs();
+        task.prompts_dir = self.prompts_dir.clone();
+        task.limits = self.limits.clone();
+        task.sandbox = self.sandbox.clone();
+    }
+}
+
+impl SpawnConfig {
+    /// The agent of `task`, started and bounded as `settings` say, in the
+    /// run `run_id` (`spawn` for `troupe spawn`).
+    pub fn new(task: TaskFile, settings: &AgentSettings, stop: StopSignal, run_id: &str) -> Self {
+        let launch = settings.launcher.clone().map(|launcher| {
+            let vars = LaunchVars {
+                run_id: run_id.to_string(),
+                step_id: task.step_key(),
+                agent_id: task.agent_id.to_string(),
+                role: task.role.as_str().to_string(),
+                attempt: task.attempt,
+            };
+            (launcher, vars)
+        });
+        SpawnConfig {
+            task,
+            agent_program: settings.program.clone(),
+            limits: settings.serve.clone(),
+            hygiene: settings.hygiene.clone(),
+            stop,
+            launch,
+        }
+    }
 }
 
 /// One agent's end: the result object, and what the parent saw of it.

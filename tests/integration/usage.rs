@@ -214,6 +214,43 @@ fn a_config_file_stands_for_flags_and_flags_win() {
         "the flag beats the file"
     );
 
+    // Regression: the file's settings went into the process environment,
+    // and from there into --on-finish commands.
+    let seen = sandbox.root().join("on-finish-env.txt");
+    let mut command = troupe();
+    command
+        .args(["spawn", "--id", "3", "--summary", "s", "--task", "t"])
+        .args(["--on-finish", &format!("env > {}", seen.display())])
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .env("TROUPE_SANDBOX", "required");
+    let out = run(command);
+    assert_ne!(
+        out.json()["stats"]["sandbox"]["status"],
+        "off",
+        "the environment beats the file"
+    );
+    let env = std::fs::read_to_string(&seen).unwrap();
+    assert!(!env.contains("TROUPE_MODEL"), "{env}");
+
+    std::fs::write(&config, "sandbox = \"maybe\"\n").unwrap();
+    let mut command = troupe();
+    command
+        .args(["spawn", "--id", "4", "--summary", "s", "--task", "t"])
+        .args(["--model", &model, "--config"])
+        .arg(&config)
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = run(command);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("sandbox in") && out.stderr.contains("`maybe` is not a sandbox mode"),
+        "{}",
+        out.stderr
+    );
+
     std::fs::write(&config, "modle = \"typo\"\n").unwrap();
     let mut command = troupe();
     command.args(["status", "--config"]).arg(&config);

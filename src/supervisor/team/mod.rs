@@ -35,7 +35,7 @@ pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
 pub use self::resume::find_run;
-pub use self::runner::{AgentRequest, AgentRunner, AgentSettings, ProcessRunner, RunFuture};
+pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RunFuture};
 
 use self::budget::Budget;
 use self::context::RunContext;
@@ -48,6 +48,7 @@ use super::plan::{Plan, levels, render_tree};
 use crate::llm::ChatModel;
 use crate::protocol::display_in;
 use crate::signal::StopSignal;
+use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
 
 pub struct TeamConfig {

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use super::context::AgentLines;
 use super::record::AgentRecord;
 use crate::llm::ChatModel;
-use crate::protocol::{AgentId, AgentLimits, AgentRole, SandboxSettings, TaskFile};
+use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::signal::StopSignal;
-use crate::supervisor::launcher::{LaunchVars, Launcher};
-use crate::supervisor::{AgentRun, Hygiene, ServeLimits, SpawnConfig, SpawnError, spawn_agent};
+use crate::supervisor::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};
 
 /// One agent a step needs.
 #[derive(Debug, Clone)]
@@ -39,20 +38,6 @@ pub trait AgentRunner {
     /// (its directory could not be made, its records not kept): a failure
     /// of the system, not of the agent.
     fn run(&self, request: AgentRequest) -> RunFuture<'_>;
-}
-
-/// How each agent of the run is started and bounded.
-#[derive(Debug, Clone)]
-pub struct AgentSettings {
-    /// The `troupe-agent` binary.
-    pub program: PathBuf,
-    pub serve: ServeLimits,
-    pub hygiene: Hygiene,
-    pub limits: AgentLimits,
-    pub sandbox: SandboxSettings,
-    pub prompts_dir: Option<PathBuf>,
-    /// Places each agent elsewhere (`--launcher`).
-    pub launcher: Option<Launcher>,
 }
 
 /// Each agent a `troupe-agent` process.
@@ -80,7 +65,6 @@ impl AgentRunner for ProcessRunner {
 
 impl ProcessRunner {
     fn spawn_config(&self, request: AgentRequest) -> SpawnConfig {
-        let settings = &self.settings;
         let name = request
             .dir
             .file_name()
@@ -94,30 +78,10 @@ impl ProcessRunner {
             self.workspace.clone(),
             request.dir,
         );
-        task.step = Some(request.step.clone());
+        task.step = Some(request.step);
         task.attempt = request.attempt;
-        task.timeout_seconds = settings.serve.timeout.as_secs();
-        task.prompts_dir = settings.prompts_dir.clone();
-        task.limits = settings.limits.clone();
-        task.sandbox = settings.sandbox.clone();
-        let launch = settings.launcher.clone().map(|launcher| {
-            let vars = LaunchVars {
-                run_id: self.run_id.clone(),
-                step_id: request.step,
-                agent_id: task.agent_id.to_string(),
-                role: request.role.as_str().to_string(),
-                attempt: request.attempt,
-            };
-            (launcher, vars)
-        });
-        SpawnConfig {
-            task,
-            agent_program: settings.program.clone(),
-            limits: settings.serve.clone(),
-            hygiene: settings.hygiene.clone(),
-            stop: self.stop.clone(),
-            launch,
-        }
+        self.settings.fill(&mut task);
+        SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
     }
 }
 

@@ -1,0 +1,65 @@
+//! Settings that come from more than a flag: each may also come from its
+//! environment variable (`TROUPE_MODEL`, ...) and, for `troupe`, from the
+//! config file. A flag beats its variable, which beats the file.
+//!
+//! The flags are parsed as they are typed (`Option`s, no defaults); one
+//! resolve step per group of flags (`model` here, the agents' in `cli`)
+//! asks a `Lookup` for what the flag left open and turns it all into a
+//! plain configuration. Nothing is written into the process environment.
+
+pub mod model;
+
+use std::str::FromStr;
+
+/// A setting's value from somewhere other than its flag, and where from,
+/// for an error message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced {
+    pub value: String,
+    /// `$TROUPE_SANDBOX`, or `sandbox in /path/troupe.toml`.
+    pub origin: String,
+}
+
+/// Where settings come from besides their flags.
+pub trait Lookup {
+    /// The setting whose variable is `env` (e.g. `TROUPE_MODEL`).
+    fn get(&self, env: &str) -> Option<Sourced>;
+}
+
+/// The environment alone: what `troupe-agent` stand-alone uses.
+pub struct Environment;
+
+impl Lookup for Environment {
+    fn get(&self, env: &str) -> Option<Sourced> {
+        from_environment(env)
+    }
+}
+
+/// `env` from the environment, when set and not empty.
+pub fn from_environment(env: &str) -> Option<Sourced> {
+    let value = std::env::var(env).ok().filter(|v| !v.trim().is_empty())?;
+    Some(Sourced {
+        value,
+        origin: format!("${env}"),
+    })
+}
+
+/// `flag`, or else the setting `env` from `lookup`, parsed as the flag
+/// would be; a bad value says where it came from.
+pub fn pick<T>(flag: Option<T>, lookup: &dyn Lookup, env: &str) -> Result<Option<T>, String>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match lookup.get(env) {
+        None => Ok(None),
+        Some(sourced) => sourced
+            .value
+            .parse()
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", sourced.origin)),
+    }
+}
