@@ -1,19 +1,20 @@
 //! `conversations.json`: the full record of one agent, in the seed's shape.
 //!
-//! The child owns its transcript while it runs and rewrites it atomically
-//! after every message (a turn's tool results together), so a kill at any
-//! instant leaves the last valid copy.
+//! The child owns its transcript while it runs and has it rewritten
+//! atomically after every message (a turn's tool results together), by a
+//! writer thread, so a kill at any instant leaves the last valid copy.
 //! Once the child is gone the parent may seal it with the status only the
 //! parent knows (timeout, crash), which keeps one writer at any time.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::chat::Actor;
 use crate::chat::Message;
-use crate::fsutil::write_json_atomic;
+use crate::fsutil::{LatestWriter, write_json_atomic};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile};
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
@@ -66,23 +67,25 @@ impl Conversation {
     }
 }
 
-/// The child's handle on its transcript: every change is written through.
+/// The child's handle on its transcript: every change is handed to a
+/// writer thread, which writes the latest state atomically, so the agent's
+/// loop never waits for the disk; the first copy and the sealed one are
+/// waited for.
 pub struct TranscriptWriter {
-    path: PathBuf,
-    doc: Conversation,
-    /// Time spent writing, for the agent's timings.
-    writing: std::cell::Cell<std::time::Duration>,
+    doc: Arc<Conversation>,
+    writer: LatestWriter<Conversation>,
 }
 
 impl TranscriptWriter {
-    /// Writes the first copy at once, so a transcript exists from the start.
+    /// Writes the first copy before it returns, so a transcript exists
+    /// from the start.
     pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
         let writer = TranscriptWriter {
-            path,
-            doc,
-            writing: std::cell::Cell::new(std::time::Duration::ZERO),
+            doc: Arc::new(doc),
+            writer: LatestWriter::spawn(path, "troupe-transcript")?,
         };
-        writer.save()?;
+        writer.writer.save(&writer.doc);
+        writer.writer.flush()?;
         Ok(writer)
     }
 
@@ -90,40 +93,38 @@ impl TranscriptWriter {
         &self.doc.messages
     }
 
-    /// Messages that arrive together (a turn's tool results) in one write;
-    /// one message is the usual case.
+    /// Messages that arrive together (a turn's tool results), saved as one
+    /// state; `Err` when an earlier write failed.
     pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
-        self.doc.messages.extend(messages);
-        self.save()
+        Arc::make_mut(&mut self.doc).messages.extend(messages);
+        self.writer.save(&self.doc);
+        self.writer.check()
     }
 
+    /// The stats the next save carries.
     pub fn set_stats(&mut self, stats: AgentStats) {
-        self.doc.stats = stats;
+        Arc::make_mut(&mut self.doc).stats = stats;
     }
 
+    /// Seals the transcript and waits until it is on disk.
     pub fn finish(
         &mut self,
         status: AgentStatus,
         stop_reason: Option<StopReason>,
         error: Option<String>,
     ) -> std::io::Result<()> {
-        self.doc.status = status;
-        self.doc.stop_reason = stop_reason;
-        self.doc.error = error;
-        self.doc.completed_at = Some(Utc::now());
-        self.save()
+        let doc = Arc::make_mut(&mut self.doc);
+        doc.status = status;
+        doc.stop_reason = stop_reason;
+        doc.error = error;
+        doc.completed_at = Some(Utc::now());
+        self.writer.save(&self.doc);
+        self.writer.flush()
     }
 
     /// Time spent writing the transcript so far.
     pub fn write_time(&self) -> std::time::Duration {
-        self.writing.get()
-    }
-
-    fn save(&self) -> std::io::Result<()> {
-        let started = std::time::Instant::now();
-        let saved = write_json_atomic(&self.path, &self.doc);
-        self.writing.set(self.writing.get() + started.elapsed());
-        saved
+        self.writer.write_time()
     }
 }
 

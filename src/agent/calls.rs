@@ -65,6 +65,21 @@ impl CallRunner {
             .count()
     }
 
+    /// `output` cut to the output cap, the rest saved to a file, off the
+    /// agent's thread.
+    async fn capped(&self, output: ToolOutput, call_id: &str) -> ToolOutput {
+        if output.content.len() <= self.ctx.limits.output_cap_bytes {
+            return output;
+        }
+        let ctx = Arc::clone(&self.ctx);
+        let id = call_id.to_string();
+        tokio::task::spawn_blocking(move || cap_output(output, &ctx, &id))
+            .await
+            .unwrap_or_else(|e| {
+                ToolOutput::failed(format!("cannot keep the tool's output: {e}"), "")
+            })
+    }
+
     async fn run_one(&self, call: &ToolCall) -> CallResult {
         self.out.send(&FromChild::ToolCall {
             call_id: call.id.clone(),
@@ -97,7 +112,7 @@ impl CallRunner {
                 }
             }
         };
-        let output = cap_output(output, &self.ctx, &call.id);
+        let output = self.capped(output, &call.id).await;
         let changes = self
             .registry
             .get(call.name())

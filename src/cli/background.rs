@@ -35,7 +35,7 @@ struct Started {
     log: String,
 }
 
-pub fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
+pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot locate the troupe binary")?;
     let task_path = task.subagent_dir().join("task.json");
     let mut args: Vec<OsString> = std::env::args_os()
@@ -91,7 +91,7 @@ pub fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
                 log_path.display()
             );
         }
-        std::thread::sleep(Duration::from_millis(10));
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let dir = task.agent_dir_display();
     let started = Started {

@@ -142,7 +142,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         other => anyhow::Error::from(other),
     })?;
     if let Some(command) = &args.on_finish {
-        crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json"));
+        crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }
     Ok(ExitCode::from(outcome.exit_code))
 }

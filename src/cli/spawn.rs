@@ -103,10 +103,10 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let max = args.background.then_some(args.max_concurrent);
     registry::check_new(&results, &id, &task.agent_dir, max)
         .map_err(|e| UsageError(e.to_string()))?;
-    prepare(&task, Existing::MoveAside, &Progress::stderr())?;
+    prepare(&task, Existing::MoveAside, &Progress::stderr()).await?;
     registry::index(&results, &id, &task.agent_dir)?;
     if args.background {
-        return super::background::launch(&task);
+        return super::background::launch(&task).await;
     }
     supervise(&args, &settings, model_config, task, false).await
 }
@@ -147,7 +147,7 @@ async fn supervise(
     let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
     println!("{json}");
     if let Some(command) = &args.on_finish {
-        on_finish(command, &result_path);
+        on_finish(command, &result_path).await;
     }
     Ok(match (interrupts.interrupted(), result.success) {
         (true, _) => ExitCode::from(EXIT_INTERRUPTED),

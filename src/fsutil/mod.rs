@@ -2,8 +2,11 @@
 //! (`records`), and paths opened without following links (`nofollow`),
 //! because the workspace they live in is also the agents' to write.
 
+mod latest;
 pub mod nofollow;
 mod records;
+
+pub use latest::LatestWriter;
 
 pub use records::{
     create_file, is_regular, open_append, read_bounded, read_record, read_tail, write_atomic,

@@ -1,11 +1,13 @@
 //! `--on-finish CMD`: tell a script that an agent or a run has ended.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use tokio::process::Command;
 
 /// Runs `command` through `sh -c` with `result` as `$1` and in
 /// `$TROUPE_RESULT`, and waits for it; a failure is reported, not fatal.
-pub fn on_finish(command: &str, result: &Path) {
+pub async fn on_finish(command: &str, result: &Path) {
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!("{command} \"$1\""))
@@ -13,7 +15,8 @@ pub fn on_finish(command: &str, result: &Path) {
         .arg(result)
         .env("TROUPE_RESULT", result)
         .stdin(Stdio::null())
-        .status();
+        .status()
+        .await;
     match status {
         Ok(status) if status.success() => {}
         Ok(status) => eprintln!("troupe: --on-finish `{command}` ended with {status}"),

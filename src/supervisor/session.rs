@@ -41,14 +41,17 @@ fn state_of(pid: i32) -> Option<char> {
 
 /// SIGKILL to every process of session `sid`, repeated until none is left
 /// or `patience` runs out. Returns the pids still alive (empty on success).
+/// Each scan of `/proc` runs off the agents' thread.
 pub async fn kill_session(sid: u32, patience: Duration) -> Vec<i32> {
     let Ok(leader) = i32::try_from(sid) else {
         return Vec::new();
     };
     let _ = killpg(Pid::from_raw(leader), Signal::SIGKILL);
-    let give_up = Instant::now() + patience;
+    let give_up = crate::deadline::after(Instant::now(), patience);
     loop {
-        let alive = members(sid);
+        let alive = tokio::task::spawn_blocking(move || members(sid))
+            .await
+            .unwrap_or_default();
         if alive.is_empty() || Instant::now() >= give_up {
             return alive;
         }

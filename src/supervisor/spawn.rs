@@ -112,6 +112,9 @@ pub enum SpawnError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The blocking file work could not be waited for.
+    #[error("the agent's file work failed: {0}")]
+    Blocking(#[from] tokio::task::JoinError),
 }
 
 /// What `prepare` does with an agent directory that exists already.
@@ -130,7 +133,7 @@ pub async fn spawn_agent(
     model: Arc<dyn ChatModel>,
     events: &dyn EventSink,
 ) -> Result<AgentRun, SpawnError> {
-    prepare(&config.task, Existing::Refuse, events)?;
+    prepare(&config.task, Existing::Refuse, events).await?;
     run_prepared(config, model, events).await
 }
 
@@ -174,7 +177,14 @@ pub async fn run_prepared(
             .map(|(launcher, _)| launcher.display()),
     };
     let outcome = serve(command, run).await;
+    let task = config.task;
+    tokio::task::spawn_blocking(move || conclude(task, outcome)).await?
+}
 
+/// The parent's records of an agent that is gone: the transcript sealed
+/// when the child could not seal it, and the result file. Blocking file
+/// work, run off the agents' thread.
+fn conclude(task: TaskFile, outcome: ChildOutcome) -> Result<AgentRun, SpawnError> {
     // A child that ended on its own has sealed its transcript; the parent
     // has the last word only when it had to stop the child, or lost it.
     let sealed_by_child = matches!(outcome.status, AgentStatus::Completed | AgentStatus::Failed)
@@ -182,14 +192,14 @@ pub async fn run_prepared(
     if !sealed_by_child {
         transcript::seal(
             &task.transcript_path(),
-            || Conversation::for_task(task),
+            || Conversation::for_task(&task),
             outcome.status,
             outcome.stats.clone(),
             outcome.error.clone(),
         )?;
     }
     let result = AgentResult::new(
-        task,
+        &task,
         &outcome,
         deliverable_files(&task.workspace, &task.agent_dir),
     );
@@ -201,12 +211,31 @@ pub async fn run_prepared(
 /// Makes the agent's directory and writes its task file, never through
 /// a link: every directory on the way is opened without following one,
 /// and a link or a planted entry is refused. An earlier run's `.subagent/`
-/// is renamed to `.subagent-<time>` first, so nothing of it is lost.
-pub fn prepare(
+/// is renamed to `.subagent-<time>` first, so nothing of it is lost. The
+/// file work runs off the agents' thread.
+pub async fn prepare(
     task: &TaskFile,
     existing: Existing,
     events: &dyn EventSink,
 ) -> Result<(), SpawnError> {
+    let owned = task.clone();
+    let aside = tokio::task::spawn_blocking(move || make_dir(&owned, existing)).await??;
+    if let Some(aside) = aside {
+        let message = format!(
+            "the previous run's records were moved to {}",
+            aside.display()
+        );
+        let name = task.agent_id.to_string();
+        events.event(
+            &name,
+            super::events::AgentEvent::Warning { message: &message },
+        );
+    }
+    Ok(())
+}
+
+/// `prepare`'s file work; where an earlier `.subagent/` went, if it did.
+fn make_dir(task: &TaskFile, existing: Existing) -> Result<Option<PathBuf>, SpawnError> {
     let fail = |path: &Path| {
         let path = path.to_path_buf();
         move |source: std::io::Error| match nofollow::is_refusal(&source) {
@@ -221,24 +250,20 @@ pub fn prepare(
     .map_err(fail(&task.agent_dir))?;
     let subagent = task.subagent_dir();
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-    let aside = format!("{}-{stamp}", crate::protocol::SUBAGENT_DIR);
-    match renameat(&dir, crate::protocol::SUBAGENT_DIR, &dir, aside.as_str()) {
-        Ok(()) => {
-            let message = format!(
-                "the previous run's records were moved to {}",
-                task.agent_dir.join(&aside).display()
-            );
-            let name = task.agent_id.to_string();
-            events.event(
-                &name,
-                super::events::AgentEvent::Warning { message: &message },
-            );
-        }
-        Err(Errno::ENOENT) => {}
+    let aside_name = format!("{}-{stamp}", crate::protocol::SUBAGENT_DIR);
+    let aside = match renameat(
+        &dir,
+        crate::protocol::SUBAGENT_DIR,
+        &dir,
+        aside_name.as_str(),
+    ) {
+        Ok(()) => Some(task.agent_dir.join(&aside_name)),
+        Err(Errno::ENOENT) => None,
         Err(e) => return Err(fail(&subagent)(e.into())),
-    }
+    };
     nofollow::create_new_dir(&subagent).map_err(fail(&subagent))?;
     nofollow::create_new_dir(&task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
     let task_path = subagent.join("task.json");
-    write_json_atomic(&task_path, task).map_err(fail(&task_path))
+    write_json_atomic(&task_path, task).map_err(fail(&task_path))?;
+    Ok(aside)
 }

@@ -8,7 +8,7 @@
 //! file that says `running` under a free lock is `lost`.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::{AgentEvent, EventSink};
 use crate::chat::Usage;
-use crate::fsutil::write_json_atomic;
+use crate::fsutil::LatestWriter;
 use crate::protocol::{AgentId, AgentStatus, TaskFile, round_seconds};
 use crate::text::excerpt;
 use crate::timefmt::rfc3339;
@@ -61,23 +61,23 @@ impl StatusFile {
 }
 
 /// An event sink that keeps the status file current and passes every
-/// event on.
+/// event on. The file is written by a thread of its own.
 pub struct StatusTracker<'a> {
     inner: &'a dyn EventSink,
-    path: PathBuf,
+    writer: LatestWriter<StatusFile>,
     started: Instant,
-    state: Mutex<(StatusFile, Option<Instant>)>,
+    state: Mutex<(Arc<StatusFile>, Option<Instant>)>,
 }
 
 impl<'a> StatusTracker<'a> {
-    /// Writes the first status, `running`, at once.
+    /// Writes the first status, `running`, before it returns.
     pub fn start(
         task: &TaskFile,
         background: bool,
         inner: &'a dyn EventSink,
     ) -> std::io::Result<Self> {
         let now = Utc::now();
-        let status = StatusFile {
+        let status = Arc::new(StatusFile {
             agent_id: task.agent_id.clone(),
             summary: task.summary.clone(),
             status: AgentStatus::Running,
@@ -94,23 +94,28 @@ impl<'a> StatusTracker<'a> {
             agent_pid: None,
             started_at: now,
             updated_at: now,
-        };
-        let path = StatusFile::path(task);
-        write_json_atomic(&path, &status)?;
+        });
+        let writer = LatestWriter::spawn(StatusFile::path(task), "troupe-status")?;
+        writer.save(&status);
+        writer.flush()?;
         Ok(StatusTracker {
             inner,
-            path,
+            writer,
             started: Instant::now(),
             state: Mutex::new((status, None)),
         })
     }
 
-    /// The last word: the agent's final status.
+    /// The last word: the agent's final status, on disk before this
+    /// returns.
     pub fn finish(&self, status: AgentStatus) {
         self.update(true, |file| {
             file.status = status;
             file.last_action = format!("ended: {status}");
         });
+        if let Err(e) = self.writer.flush() {
+            eprintln!("troupe: cannot write the agent's status: {e}");
+        }
     }
 
     fn update(&self, now: bool, change: impl FnOnce(&mut StatusFile)) {
@@ -118,14 +123,13 @@ impl<'a> StatusTracker<'a> {
             return;
         };
         let (file, last_write) = &mut *state;
-        change(file);
-        file.runtime_seconds = round_seconds(self.started.elapsed().as_secs_f64());
-        file.updated_at = Utc::now();
+        let status = Arc::make_mut(file);
+        change(status);
+        status.runtime_seconds = round_seconds(self.started.elapsed().as_secs_f64());
+        status.updated_at = Utc::now();
         let due = last_write.is_none_or(|at| at.elapsed() >= WRITE_EVERY);
         if now || due {
-            if let Err(e) = write_json_atomic(&self.path, &*file) {
-                eprintln!("troupe: cannot write {}: {e}", self.path.display());
-            }
+            self.writer.save(file);
             *last_write = Some(Instant::now());
         }
     }
