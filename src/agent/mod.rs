@@ -273,7 +273,8 @@ fn report(
             out.send(&FromChild::Stats(stats));
             (sealed, ExitCode::FAILURE)
         }
-        LoopEnd::Failed { error } => {
+        LoopEnd::Failed(failure) => {
+            let error = failure.to_string();
             let sealed = transcript.finish(AgentStatus::Error, None, Some(error.clone()));
             out.send(&FromChild::Stats(stats));
             out.send(&FromChild::Error { message: error });

@@ -89,7 +89,7 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
                 let message = format!("the model request failed in the parent: {message}");
                 answer(&waiting, id, Err(LlmError::Relay { message, retryable }));
             }
-            Ok(ToChild::Cancel { reason }) => cancel.trigger(reason),
+            Ok(ToChild::Cancel { reason }) => cancel.trigger(reason.as_str()),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
                 eprintln!("troupe-agent: ignoring a message of unknown type `{kind}`");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::calls::{CallResult, CallRunner};
 use crate::chat::{Message, ToolCall};
-use crate::llm::{ChatModel, CompletionRequest};
+use crate::llm::{ChatModel, CompletionRequest, LlmError};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{StopReason, TaskFile, VerdictReport};
 use crate::signal::StopSignal;
@@ -29,9 +29,22 @@ pub enum LoopEnd {
     Cancelled {
         reason: String,
     },
-    Failed {
-        error: String,
-    },
+    Failed(AgentFailure),
+}
+
+/// Why an agent could not go on: a failure of its machinery or of the
+/// model, not a mistake the model can fix.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentFailure {
+    #[error("model error: {0}")]
+    Model(#[from] LlmError),
+    #[error("cannot write the transcript: {0}")]
+    Transcript(#[source] std::io::Error),
+    #[error("{0}")]
+    Prompt(#[source] std::io::Error),
+    /// A tool's machinery broke (`ToolError::Fatal`).
+    #[error("{0}")]
+    Tool(String),
 }
 
 pub struct Session<'a> {
@@ -97,9 +110,7 @@ impl<'a> Session<'a> {
             .race(self.model.complete(request))
             .await
             .map_err(cancelled)?
-            .map_err(|e| LoopEnd::Failed {
-                error: format!("model error: {e}"),
-            })?;
+            .map_err(|e| LoopEnd::Failed(e.into()))?;
         self.calls.stats.add_usage(completion.usage);
         self.push(completion.message.clone())?;
         Ok(completion.message)
@@ -116,7 +127,7 @@ impl<'a> Session<'a> {
             self.push(Message::tool_result(&call.id, result.output.model_text()))?;
         }
         if let Some(error) = results.iter().find_map(|r| r.fatal.clone()) {
-            return Err(LoopEnd::Failed { error });
+            return Err(LoopEnd::Failed(AgentFailure::Tool(error)));
         }
         self.history.extend(calls.iter().map(signature));
         Ok(results)
@@ -144,17 +155,13 @@ impl<'a> Session<'a> {
         self.transcript.set_stats(self.calls.stats.snapshot());
         self.transcript
             .push_all(messages)
-            .map_err(|e| LoopEnd::Failed {
-                error: format!("cannot write the transcript: {e}"),
-            })
+            .map_err(|e| LoopEnd::Failed(AgentFailure::Transcript(e)))
     }
 
     fn prompt(&self, prompt: Prompt) -> Result<String, LoopEnd> {
         prompt
             .load(self.task.prompts_dir.as_deref())
-            .map_err(|e| LoopEnd::Failed {
-                error: e.to_string(),
-            })
+            .map_err(|e| LoopEnd::Failed(AgentFailure::Prompt(e)))
     }
 
     fn prompt_values(&self) -> Vec<(&'static str, String)> {

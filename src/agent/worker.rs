@@ -74,7 +74,7 @@ async fn wrap_up(session: &mut Session<'_>, reason: StopReason) -> Result<LoopEn
             "" => format!("The agent {} and gave no report.", reason.describe()),
             text => text.to_string(),
         },
-        Err(LoopEnd::Failed { error }) => {
+        Err(LoopEnd::Failed(error)) => {
             format!(
                 "The agent {}; its report failed: {error}",
                 reason.describe()

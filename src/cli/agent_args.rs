@@ -111,13 +111,13 @@ impl AgentArgs {
         api_key_env: &str,
         max_tokens: Option<u64>,
     ) -> Result<AgentSettings, UsageError> {
-        let usage = |e: String| UsageError(e);
         let prompts_dir: Option<PathBuf> =
-            pick(self.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(usage)?;
+            pick(self.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR")
+                .map_err(UsageError::Said)?;
         let agent_bin: Option<PathBuf> =
-            pick(self.agent_bin.clone(), sources, "TROUPE_AGENT_BIN").map_err(usage)?;
+            pick(self.agent_bin.clone(), sources, "TROUPE_AGENT_BIN").map_err(UsageError::Said)?;
         let launcher: Option<String> =
-            pick(self.launcher.clone(), sources, "TROUPE_LAUNCHER").map_err(usage)?;
+            pick(self.launcher.clone(), sources, "TROUPE_LAUNCHER").map_err(UsageError::Said)?;
         Ok(AgentSettings {
             program: super::agent_program(agent_bin.as_deref())?,
             serve: self.serve_limits(),
@@ -164,7 +164,7 @@ impl AgentArgs {
             .iter()
             .find(|name| name.as_str() == api_key_env)
         {
-            return Err(UsageError(format!(
+            return Err(UsageError::Said(format!(
                 "--pass-env {name} would hand the API key to the agents; only troupe itself talks to the model"
             )));
         }
@@ -173,7 +173,7 @@ impl AgentArgs {
             .iter()
             .find(|name| name.is_empty() || name.contains('='))
         {
-            return Err(UsageError(format!(
+            return Err(UsageError::Said(format!(
                 "--pass-env `{name}` is not a variable name"
             )));
         }
@@ -185,9 +185,9 @@ impl AgentArgs {
     /// The sandbox settings, with every `--allow-read` path made real: the
     /// agent applies them from another directory, maybe another node.
     fn sandbox(&self, sources: &dyn Lookup) -> Result<SandboxSettings, UsageError> {
-        let usage = |e: String| UsageError(e);
-        let mode = pick(self.sandbox, sources, "TROUPE_SANDBOX").map_err(usage)?;
-        let read_scope = pick(self.read_scope, sources, "TROUPE_READ_SCOPE").map_err(usage)?;
+        let mode = pick(self.sandbox, sources, "TROUPE_SANDBOX").map_err(UsageError::Said)?;
+        let read_scope =
+            pick(self.read_scope, sources, "TROUPE_READ_SCOPE").map_err(UsageError::Said)?;
         let allow_read: Vec<PathBuf> = match self.allow_read.is_empty() {
             false => self.allow_read.clone(),
             true => sources
@@ -199,7 +199,7 @@ impl AgentArgs {
             .iter()
             .map(|path| {
                 path.canonicalize()
-                    .map_err(|e| UsageError(format!("--allow-read {}: {e}", path.display())))
+                    .map_err(|e| UsageError::Said(format!("--allow-read {}: {e}", path.display())))
             })
             .collect::<Result<_, _>>()?;
         Ok(SandboxSettings {
@@ -215,7 +215,7 @@ impl AgentArgs {
 fn real_dir(dir: Option<PathBuf>, flag: &str) -> Result<Option<PathBuf>, UsageError> {
     dir.map(|dir| {
         dir.canonicalize()
-            .map_err(|e| UsageError(format!("{flag} {}: {e}", dir.display())))
+            .map_err(|e| UsageError::Said(format!("{flag} {}: {e}", dir.display())))
     })
     .transpose()
 }
@@ -226,7 +226,7 @@ fn launcher_of(text: Option<&str>, results: &Path) -> Result<Option<Launcher>, U
     let Some(text) = text else {
         return Ok(None);
     };
-    let launcher = Launcher::parse(text).map_err(|e| UsageError(e.to_string()))?;
+    let launcher = Launcher::parse(text).map_err(UsageError::of)?;
     let probe = std::iter::successors(Some(results), |p| p.parent()).find(|p| p.exists());
     if let Some(warning) = probe.and_then(local_only_warning) {
         eprintln!("troupe: warning: {warning}");

@@ -93,14 +93,50 @@ struct StatusAnswer {
     agents: Vec<Seen>,
 }
 
+/// How an agent stands, as `status` shows it: its own status, or what
+/// the registry says of an agent whose status cannot be believed or found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+enum Standing {
+    Agent(AgentStatus),
+    Missing(Missing),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Missing {
+    /// Its supervisor died without a final word.
+    Lost,
+    /// There is no such agent.
+    Unknown,
+}
+
+impl Standing {
+    fn as_str(self) -> &'static str {
+        match self {
+            Standing::Agent(status) => status.as_str(),
+            Standing::Missing(Missing::Lost) => "lost",
+            Standing::Missing(Missing::Unknown) => "unknown",
+        }
+    }
+
+    fn ended(self) -> bool {
+        self != Standing::Agent(AgentStatus::Running)
+    }
+}
+
+impl std::fmt::Display for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One agent as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 struct Seen {
     agent_id: Value,
     summary: String,
-    /// The agent's status, `lost` when its supervisor died without a final
-    /// word, or `unknown` when there is no such agent.
-    status: String,
+    status: Standing,
     runtime_seconds: f64,
     files_read: u64,
     searches: u64,
@@ -126,7 +162,7 @@ fn look(results: &Path, id: &str) -> Seen {
         return Seen {
             agent_id: agent_id_value(id),
             summary: String::new(),
-            status: "unknown".to_string(),
+            status: Standing::Missing(Missing::Unknown),
             runtime_seconds: 0.0,
             files_read: 0,
             searches: 0,
@@ -140,8 +176,8 @@ fn look(results: &Path, id: &str) -> Seen {
     };
     let running = file.status == AgentStatus::Running;
     let status = match (running, held) {
-        (true, false) => "lost".to_string(),
-        _ => file.status.to_string(),
+        (true, false) => Standing::Missing(Missing::Lost),
+        _ => Standing::Agent(file.status),
     };
     let runtime = if running && held {
         crate::protocol::round_seconds(
@@ -174,7 +210,9 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         args.ids.clone()
     };
     let agents: Vec<Seen> = ids.iter().map(|id| look(&results, id)).collect();
-    let unknown = agents.iter().any(|a| a.status == "unknown");
+    let unknown = agents
+        .iter()
+        .any(|a| a.status == Standing::Missing(Missing::Unknown));
     if args.json {
         let out = StatusAnswer {
             success: !unknown,
@@ -200,7 +238,7 @@ fn table(agents: &[Seen]) -> String {
         .map(|a| {
             [
                 a.agent_id.to_string().trim_matches('"').to_string(),
-                a.status.clone(),
+                a.status.to_string(),
                 format!("{:.1} s", a.runtime_seconds),
                 a.files_read.to_string(),
                 a.commands.to_string(),
@@ -222,7 +260,7 @@ fn table(agents: &[Seen]) -> String {
 }
 
 fn ended(seen: &Seen) -> bool {
-    seen.status != "running"
+    seen.status.ended()
 }
 
 pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
@@ -232,19 +270,25 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
         .map(|secs| crate::deadline::after(Instant::now(), Duration::from_secs(secs)));
     loop {
         let seen: Vec<Seen> = args.ids.iter().map(|id| look(&results, id)).collect();
-        if let Some(unknown) = seen.iter().find(|s| s.status == "unknown") {
-            return Err(UsageError(unknown.last_action.clone()).into());
+        if let Some(unknown) = seen
+            .iter()
+            .find(|s| s.status == Standing::Missing(Missing::Unknown))
+        {
+            return Err(UsageError::Said(unknown.last_action.clone()).into());
         }
         if seen.iter().all(ended) {
             let mut all_completed = true;
             for (id, agent) in args.ids.iter().zip(&seen) {
-                all_completed &= agent.status == "completed";
+                all_completed &= agent.status == Standing::Agent(AgentStatus::Completed);
                 let result = crate::fsutil::read_record(
                     &registry::agent_dir(&results, id)
                         .join(SUBAGENT_DIR)
                         .join("result.json"),
                 );
-                match result.ok().filter(|_| agent.status != "lost") {
+                match result
+                    .ok()
+                    .filter(|_| agent.status != Standing::Missing(Missing::Lost))
+                {
                     Some(text) => print!("{text}"),
                     None => println!("{}", serde_json::to_string_pretty(agent)?),
                 }
@@ -289,15 +333,15 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
     let results = args.place.results();
     let dir = registry::agent_dir(&results, &args.id);
     let before = look(&results, &args.id);
-    if before.status == "unknown" {
-        return Err(UsageError(before.last_action).into());
+    if before.status == Standing::Missing(Missing::Unknown) {
+        return Err(UsageError::Said(before.last_action).into());
     }
     let holder = registry::holder(&dir).filter(|_| registry::is_held(&dir));
     let Some(holder) = holder else {
         let answer = Terminated {
             success: false,
             agent_id: before.agent_id.clone(),
-            status: before.status.clone(),
+            status: before.status.to_string(),
             message: format!(
                 "Sub-agent {} is not running (status {})",
                 args.id, before.status

@@ -44,13 +44,13 @@ impl Sources {
             return Ok(Sources::default());
         };
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            UsageError(format!(
+            UsageError::Said(format!(
                 "cannot read the config file {}: {e}",
                 path.display()
             ))
         })?;
         let file: ConfigFile = toml::from_str(&text).map_err(|e| {
-            UsageError(format!(
+            UsageError::Said(format!(
                 "the config file {} is not valid: {e}",
                 path.display()
             ))
@@ -124,7 +124,7 @@ fn locate(args: &[std::ffi::OsString]) -> Result<Option<PathBuf>, UsageError> {
     if let Some(path) = given.or(from_env) {
         let path = PathBuf::from(path);
         if !path.is_file() {
-            return Err(UsageError(format!(
+            return Err(UsageError::Said(format!(
                 "the config file {} does not exist",
                 path.display()
             )));

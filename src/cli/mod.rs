@@ -22,8 +22,20 @@ use clap::{Parser, Subcommand};
 /// The user's to fix: a bad flag, a missing file, an invalid setting.
 /// Ends troupe with exit code 2.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub enum UsageError {
+    /// Said here, in the command line's words.
+    #[error("{0}")]
+    Said(String),
+    /// An error of the library that is the user's to fix, kept whole.
+    #[error(transparent)]
+    Of(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl UsageError {
+    pub fn of(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        UsageError::Of(Box::new(error))
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -147,16 +159,16 @@ fn agent_program(given: Option<&Path>) -> Result<PathBuf, UsageError> {
         Some(path) => path.to_path_buf(),
         None => {
             let exe = std::env::current_exe()
-                .map_err(|e| UsageError(format!("cannot locate the troupe binary: {e}")))?;
+                .map_err(|e| UsageError::Said(format!("cannot locate the troupe binary: {e}")))?;
             exe.with_file_name("troupe-agent")
         }
     };
     if !path.is_file() {
-        return Err(UsageError(format!(
+        return Err(UsageError::Said(format!(
             "the agent binary {} does not exist; build it (cargo build) or name it with --agent-bin or TROUPE_AGENT_BIN",
             path.display()
         )));
     }
     path.canonicalize()
-        .map_err(|e| UsageError(format!("{}: {e}", path.display())))
+        .map_err(|e| UsageError::Said(format!("{}: {e}", path.display())))
 }

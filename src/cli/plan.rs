@@ -61,16 +61,16 @@ pub struct ValidateArgs {
 }
 
 pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError)?;
-    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
+    let model = build_model(&model_config).map_err(UsageError::of)?;
     let prompts_dir: Option<PathBuf> =
-        pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError)?;
+        pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError::Said)?;
     let goal = match (&args.goal, &args.goal_file) {
         (Some(goal), _) => goal.clone(),
         (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
-            UsageError(format!("cannot read the goal file {}: {e}", file.display()))
+            UsageError::Said(format!("cannot read the goal file {}: {e}", file.display()))
         })?,
-        (None, None) => return Err(UsageError("give the goal or --goal-file".into()).into()),
+        (None, None) => return Err(UsageError::Said("give the goal or --goal-file".into()).into()),
     };
     let mut planner = Planner::new(model, prompts_dir, None);
     let plan = match planner.plan(goal.trim()).await {
@@ -114,7 +114,7 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 /// names the file and the reason.
 pub fn read_plan_file(path: &Path) -> Result<Plan, UsageError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read the plan {}: {e}", path.display())))?;
+        .map_err(|e| UsageError::Said(format!("cannot read the plan {}: {e}", path.display())))?;
     parse_plan(&text)
-        .map_err(|e| UsageError(format!("the plan {} is invalid: {e}", path.display())))
+        .map_err(|e| UsageError::Said(format!("the plan {} is invalid: {e}", path.display())))
 }

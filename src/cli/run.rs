@@ -100,19 +100,19 @@ pub struct TeamArgs {
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError)?;
+    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
     let api_key_env = args.model.api_key_env(sources);
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     std::fs::create_dir_all(&args.workspace)
-        .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+        .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", args.workspace.display())))?;
     let workspace = args
         .workspace
         .canonicalize()
-        .map_err(|e| UsageError(format!("--workspace {}: {e}", args.workspace.display())))?;
+        .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", args.workspace.display())))?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let start = match &args.resume {
         Some(run) => Start::Resume {
-            run_dir: find_run(&workspace, run).map_err(|e| UsageError(e.to_string()))?,
+            run_dir: find_run(&workspace, run).map_err(UsageError::of)?,
             plan,
         },
         None => Start::Fresh {
@@ -136,9 +136,9 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         },
         json: args.json,
     };
-    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let model = build_model(&model_config).map_err(UsageError::of)?;
     let outcome = run_team(config, model).await.map_err(|e| match e {
-        TeamError::Resume(e) => anyhow::Error::from(UsageError(e.to_string())),
+        TeamError::Resume(e) => anyhow::Error::from(UsageError::of(e)),
         other => anyhow::Error::from(other),
     })?;
     if let Some(command) = &args.on_finish {
@@ -152,18 +152,20 @@ fn goal(args: &RunArgs, plan: Option<&Plan>) -> Result<String, UsageError> {
     let goal = match (&args.goal, &args.goal_file, plan) {
         (Some(goal), _, _) => goal.trim().to_string(),
         (None, Some(file), _) => std::fs::read_to_string(file)
-            .map_err(|e| UsageError(format!("cannot read the goal file {}: {e}", file.display())))?
+            .map_err(|e| {
+                UsageError::Said(format!("cannot read the goal file {}: {e}", file.display()))
+            })?
             .trim()
             .to_string(),
         (None, None, Some(plan)) => plan.summary.clone(),
         (None, None, None) => {
-            return Err(UsageError(
+            return Err(UsageError::Said(
                 "give the goal (troupe run \"GOAL\"), --goal-file FILE, --plan FILE or --resume RUN".into(),
             ));
         }
     };
     if goal.is_empty() && plan.is_none() {
-        return Err(UsageError(
+        return Err(UsageError::Said(
             "the goal is empty; say what the team should achieve".into(),
         ));
     }

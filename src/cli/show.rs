@@ -67,7 +67,7 @@ pub struct ReportArgs {
 }
 
 pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let target = resolve(&args.place.results(), &args.target).map_err(UsageError)?;
+    let target = resolve(&args.place.results(), &args.target).map_err(UsageError::Said)?;
     let render = Render {
         painter: Painter::for_stdout(),
         full: args.full,
@@ -79,8 +79,8 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 print!("{}", read(&dir.join("run.json"))?);
                 return Ok(ExitCode::SUCCESS);
             }
-            let run = load_run(&dir).map_err(UsageError)?;
-            let status = |id: &str| run.step(id).map(|s| s.status.as_str().to_string());
+            let run = load_run(&dir).map_err(UsageError::Said)?;
+            let status = |id: &str| run.step(id).map(|s| s.status);
             let text = match args.format {
                 Format::Text => run_text(&run, &render),
                 Format::Dot => graph::dot(&run.live_plan(), &status),
@@ -90,9 +90,9 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Target::Step { run, step } => {
-            let record = load_run(&run).map_err(UsageError)?;
+            let record = load_run(&run).map_err(UsageError::Said)?;
             let found = record.step(&step).ok_or_else(|| {
-                UsageError(format!("the run {} has no step {step}", record.run_id))
+                UsageError::Said(format!("the run {} has no step {step}", record.run_id))
             })?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(found)?);
@@ -110,7 +110,7 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
         print!("{}", read(&path)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let load = || crate::transcript::load(&path).map_err(|e| UsageError(e.to_string()));
+    let load = || crate::transcript::load(&path).map_err(UsageError::of);
     let doc = load()?;
     print!("{}", render.header(&doc));
     print!("{}", render.messages(&doc.messages, 0));
@@ -137,11 +137,11 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let dir = match resolve(&args.place.results(), &args.run).map_err(UsageError)? {
+    let dir = match resolve(&args.place.results(), &args.run).map_err(UsageError::Said)? {
         Target::Run(dir) => dir,
-        _ => return Err(UsageError(format!("`{}` is not a run", args.run)).into()),
+        _ => return Err(UsageError::Said(format!("`{}` is not a run", args.run)).into()),
     };
-    let run = load_run(&dir).map_err(UsageError)?;
+    let run = load_run(&dir).map_err(UsageError::Said)?;
     let page = html::report(&run);
     match &args.output {
         Some(path) => {
@@ -156,5 +156,5 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
 fn read(path: &Path) -> Result<String, UsageError> {
     crate::fsutil::read_record(path)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))
+        .map_err(|e| UsageError::Said(format!("cannot read {}: {e}", path.display())))
 }

@@ -87,7 +87,7 @@ pub struct SpawnArgs {
 }
 
 pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError)?;
+    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
     let api_key_env = args.model.api_key_env(sources);
     let workspace = make_dir(&args.workspace, "--workspace")?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
@@ -101,8 +101,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let task = build_task(&args, workspace, &settings)?;
     let id = task.agent_id.to_string();
     let max = args.background.then_some(args.max_concurrent);
-    registry::check_new(&results, &id, &task.agent_dir, max)
-        .map_err(|e| UsageError(e.to_string()))?;
+    registry::check_new(&results, &id, &task.agent_dir, max).map_err(UsageError::of)?;
     prepare(&task, Existing::MoveAside, &Progress::stderr()).await?;
     registry::index(&results, &id, &task.agent_dir)?;
     if args.background {
@@ -124,15 +123,14 @@ async fn supervise(
         agent_id: task.agent_id.to_string(),
         pid: std::process::id(),
     };
-    let _lock =
-        AgentLock::acquire(&task.agent_dir, &holder).map_err(|e| UsageError(e.to_string()))?;
+    let _lock = AgentLock::acquire(&task.agent_dir, &holder).map_err(UsageError::of)?;
     let progress = Progress::stderr();
     let tracker = StatusTracker::start(&task, background, &progress)
         .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;
     let stop = StopSignal::default();
     let result_path = task.subagent_dir().join("result.json");
     let config = SpawnConfig::new(task, settings, stop.clone(), "spawn");
-    let model = build_model(&model_config).map_err(|e| UsageError(e.to_string()))?;
+    let model = build_model(&model_config).map_err(UsageError::of)?;
     let interrupts = Interrupts::new();
     interrupts.watch(stop).context("cannot watch for Ctrl-C")?;
     let result = tokio::select! {
@@ -157,10 +155,11 @@ async fn supervise(
 }
 
 fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
-    let text = crate::fsutil::read_record(path)
-        .map_err(|e| UsageError(format!("cannot read the task file {}: {e}", path.display())))?;
+    let text = crate::fsutil::read_record(path).map_err(|e| {
+        UsageError::Said(format!("cannot read the task file {}: {e}", path.display()))
+    })?;
     serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
+        UsageError::Said(format!(
             "the task file {} is not valid: {e}",
             path.display()
         ))
@@ -174,23 +173,23 @@ fn build_task(
 ) -> Result<TaskFile, UsageError> {
     let summary = args.summary.trim().to_string();
     if summary.is_empty() {
-        return Err(UsageError(
+        return Err(UsageError::Said(
             "--summary is empty; give the task a one-line summary".into(),
         ));
     }
     let text = match (&args.task, &args.task_file) {
         (Some(text), _) => text.clone(),
         (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-            UsageError(format!("cannot read the task file {}: {e}", path.display()))
+            UsageError::Said(format!("cannot read the task file {}: {e}", path.display()))
         })?,
         (None, None) => {
-            return Err(UsageError(
+            return Err(UsageError::Said(
                 "give the task with --task or --task-file".into(),
             ));
         }
     };
     if text.trim().is_empty() {
-        return Err(UsageError(
+        return Err(UsageError::Said(
             "the task is empty; say what the agent should do".into(),
         ));
     }
@@ -226,5 +225,5 @@ fn agent_dir(workspace: &Path, args: &SpawnArgs) -> Result<PathBuf, UsageError> 
 fn make_dir(dir: &Path, flag: &str) -> Result<PathBuf, UsageError> {
     std::fs::create_dir_all(dir)
         .and_then(|()| dir.canonicalize())
-        .map_err(|e| UsageError(format!("{flag} {}: {e}", dir.display())))
+        .map_err(|e| UsageError::Said(format!("{flag} {}: {e}", dir.display())))
 }

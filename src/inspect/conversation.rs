@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::{Shown, Tone};
 use crate::chat::{Message, Role};
 use crate::paint::Painter;
 use crate::text::prefix;
@@ -28,7 +29,7 @@ impl Render {
             "{} {} · {} · {}\n",
             self.painter.paint("1", "agent"),
             self.painter.paint("1", doc.agent_id.as_str()),
-            self.status(doc.status.as_str()),
+            self.status(&doc.status),
             doc.summary
         );
         out.push_str(&format!(
@@ -135,13 +136,14 @@ impl Render {
         out
     }
 
-    pub fn status(&self, status: &str) -> String {
-        let code = match status {
-            "completed" => "32",
-            "running" | "reviewing" | "pending" => "33",
-            _ => "31",
+    /// A status in its colour: green done, yellow under way, red not.
+    pub fn status(&self, status: &dyn Shown) -> String {
+        let code = match status.tone() {
+            Tone::Done => "32",
+            Tone::Underway => "33",
+            Tone::Wrong => "31",
         };
-        self.painter.paint(code, status)
+        self.painter.paint(code, status.word())
     }
 
     fn rule(&self, title: &str) -> String {

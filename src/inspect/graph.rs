@@ -3,17 +3,18 @@
 //! coloured by its status.
 
 use crate::supervisor::plan::{Plan, levels};
+use crate::supervisor::team::StepStatus;
 
 /// A node's status, or `None` for a plan not yet run.
-pub type StatusOf<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub type StatusOf<'a> = &'a dyn Fn(&str) -> Option<StepStatus>;
 
-fn fill(status: Option<&str>) -> &'static str {
+fn fill(status: Option<StepStatus>) -> &'static str {
     match status {
-        Some("completed") => "#c8e6c9",
-        Some("failed") | Some("unreviewed") => "#ffcdd2",
-        Some("running") | Some("reviewing") => "#fff3c4",
-        Some("skipped") | Some("interrupted") => "#e0e0e0",
-        _ => "#e3f2fd",
+        Some(StepStatus::Completed) => "#c8e6c9",
+        Some(StepStatus::Failed | StepStatus::Unreviewed) => "#ffcdd2",
+        Some(StepStatus::Running | StepStatus::Reviewing) => "#fff3c4",
+        Some(StepStatus::Skipped | StepStatus::Interrupted | StepStatus::Replaced) => "#e0e0e0",
+        Some(StepStatus::Pending) | None => "#e3f2fd",
     }
 }
 
@@ -23,8 +24,8 @@ pub fn dot(plan: &Plan, status: StatusOf<'_>) -> String {
     );
     for step in &plan.steps {
         let state = status(&step.id);
-        let label = match &state {
-            Some(s) => format!("{}\\n{s}", step.id),
+        let label = match state {
+            Some(s) => format!("{}\\n{}", step.id, s.as_str()),
             None => step.id.clone(),
         };
         out.push_str(&format!(
@@ -32,7 +33,7 @@ pub fn dot(plan: &Plan, status: StatusOf<'_>) -> String {
             step.id,
             label,
             dot_escape(&step.description),
-            fill(state.as_deref())
+            fill(state)
         ));
     }
     for step in &plan.steps {
@@ -56,7 +57,7 @@ pub fn mermaid(plan: &Plan, status: StatusOf<'_>) -> String {
     for step in &plan.steps {
         let label = mermaid_escape(&step.description);
         let class = status(&step.id)
-            .map(|s| format!(":::{s}"))
+            .map(|s| format!(":::{}", s.as_str()))
             .unwrap_or_default();
         out.push_str(&format!(
             "  {}[\"{}: {}\"]{class}\n",
@@ -70,17 +71,12 @@ pub fn mermaid(plan: &Plan, status: StatusOf<'_>) -> String {
             out.push_str(&format!("  {} --> {}\n", node(dep), node(&step.id)));
         }
     }
-    for state in [
-        "completed",
-        "failed",
-        "unreviewed",
-        "running",
-        "reviewing",
-        "skipped",
-        "interrupted",
-        "pending",
-    ] {
-        out.push_str(&format!("  classDef {state} fill:{}\n", fill(Some(state))));
+    for state in StepStatus::ALL {
+        out.push_str(&format!(
+            "  classDef {} fill:{}\n",
+            state.as_str(),
+            fill(Some(state))
+        ));
     }
     out
 }
@@ -140,16 +136,16 @@ pub fn svg(plan: &Plan, status: StatusOf<'_>) -> String {
     for (i, step) in plan.steps.iter().enumerate() {
         let (x, y) = place[i];
         let state = status(&step.id);
-        let shown = state.clone().unwrap_or_else(|| step.kind.clone());
+        let shown = state.map_or_else(|| step.kind.clone(), |s| s.as_str().to_string());
         out.push_str(&format!(
             "<g class=\"node\" data-step=\"{id}\" data-status=\"{st}\"><title>{title}</title>\
              <rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"8\" fill=\"{fill}\" stroke=\"#455a64\"/>\
              <text x=\"{tx}\" y=\"{ty1}\" font-weight=\"bold\">{id}</text>\
              <text x=\"{tx}\" y=\"{ty2}\" font-size=\"12\">{shown}</text></g>\n",
             id = xml(&step.id),
-            st = xml(state.as_deref().unwrap_or("")),
+            st = state.map_or("", StepStatus::as_str),
             title = xml(&step.description),
-            fill = fill(state.as_deref()),
+            fill = fill(state),
             tx = x + 10,
             ty1 = y + 22,
             ty2 = y + 42,

@@ -24,7 +24,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f5f7f8;padding:.5em;m
 pub fn report(run: &RunRecord) -> String {
     let workspace = Path::new(&run.workspace);
     let plan = run.live_plan();
-    let status = |id: &str| run.step(id).map(|s| s.status.as_str().to_string());
+    let status = |id: &str| run.step(id).map(|s| s.status);
     let t = &run.totals;
     let mut out = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>troupe run {id}</title><style>{STYLE}</style></head><body>\n\

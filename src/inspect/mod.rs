@@ -11,9 +11,74 @@ pub mod run;
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::is_regular;
+use crate::protocol::AgentStatus;
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::registry;
-use crate::supervisor::team::RunRecord;
+use crate::supervisor::team::{RunRecord, RunStatus, StepStatus};
+
+/// How a status reads at a glance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Done,
+    Underway,
+    Wrong,
+}
+
+/// A status as a person reads it: its word, and its tone.
+pub trait Shown {
+    fn word(&self) -> &'static str;
+    fn tone(&self) -> Tone;
+}
+
+impl Shown for AgentStatus {
+    fn word(&self) -> &'static str {
+        self.as_str()
+    }
+
+    fn tone(&self) -> Tone {
+        match self {
+            AgentStatus::Completed => Tone::Done,
+            AgentStatus::Running => Tone::Underway,
+            AgentStatus::Failed
+            | AgentStatus::Timeout
+            | AgentStatus::IdleTimeout
+            | AgentStatus::Terminated
+            | AgentStatus::Error => Tone::Wrong,
+        }
+    }
+}
+
+impl Shown for StepStatus {
+    fn word(&self) -> &'static str {
+        self.as_str()
+    }
+
+    fn tone(&self) -> Tone {
+        match self {
+            StepStatus::Completed => Tone::Done,
+            StepStatus::Pending | StepStatus::Running | StepStatus::Reviewing => Tone::Underway,
+            StepStatus::Failed
+            | StepStatus::Skipped
+            | StepStatus::Unreviewed
+            | StepStatus::Replaced
+            | StepStatus::Interrupted => Tone::Wrong,
+        }
+    }
+}
+
+impl Shown for RunStatus {
+    fn word(&self) -> &'static str {
+        self.as_str()
+    }
+
+    fn tone(&self) -> Tone {
+        match self {
+            RunStatus::Completed => Tone::Done,
+            RunStatus::Planning | RunStatus::Running => Tone::Underway,
+            RunStatus::Failed | RunStatus::DeadlineExceeded | RunStatus::Interrupted => Tone::Wrong,
+        }
+    }
+}
 
 /// What a name given to `show` or `report` points at.
 #[derive(Debug, Clone, PartialEq, Eq)]

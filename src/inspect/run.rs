@@ -13,7 +13,7 @@ pub fn run_text(run: &RunRecord, render: &Render) -> String {
         "{} {} · {} · {}\n",
         render.painter.paint("1", "run"),
         render.painter.paint("1", &run.run_id),
-        render.status(run.status.as_str()),
+        render.status(&run.status),
         run.goal
     );
     out.push_str(&format!(
@@ -38,7 +38,7 @@ fn step_summary(step: &StepRecord, render: &Render) -> String {
     let mut out = format!(
         "{} {} ({} attempts{})\n",
         render.painter.paint("1", &step.id),
-        render.status(step.status.as_str()),
+        render.status(&step.status),
         step.attempts.len(),
         step.duration_seconds
             .map(|d| format!(", {d:.1} s"))
@@ -70,7 +70,7 @@ pub fn step_text(step: &StepRecord, render: &Render) -> String {
         "{} {} · {} [{}]\n{}\n",
         render.painter.paint("1", "step"),
         render.painter.paint("1", &step.id),
-        render.status(step.status.as_str()),
+        render.status(&step.status),
         step.kind,
         step.description
     );

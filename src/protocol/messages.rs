@@ -41,6 +41,38 @@ impl std::fmt::Display for AgentRole {
     }
 }
 
+/// Why the parent cancels a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Its `--timeout` passed.
+    Timeout,
+    /// It sent nothing for `--idle-timeout`.
+    IdleTimeout,
+    /// The run or the user stopped it (deadline, Ctrl-C, `terminate`).
+    Terminated,
+    /// It did not say `hello` within `--launch-timeout`.
+    LaunchTimeout,
+    /// It broke the protocol.
+    ProtocolError,
+    /// A reason from a newer parent; a cancel all the same.
+    #[serde(other)]
+    Other,
+}
+
+impl CancelReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Timeout => "timeout",
+            CancelReason::IdleTimeout => "idle_timeout",
+            CancelReason::Terminated => "terminated",
+            CancelReason::LaunchTimeout => "launch_timeout",
+            CancelReason::ProtocolError => "protocol_error",
+            CancelReason::Other => "cancelled",
+        }
+    }
+}
+
 /// An agent's name. The seed's agents are numbered (`"agent_id": 1`), a team
 /// run's are not (`step_2/worker-1`), so a purely numeric id is written as a
 /// JSON number and anything else as a string; both are read back.
@@ -253,7 +285,7 @@ pub enum ToChild {
     },
     /// Flush the transcript and exit; the parent kills the process group
     /// after its grace period either way.
-    Cancel { reason: String },
+    Cancel { reason: CancelReason },
     /// A type this build does not know; ignored.
     #[serde(other)]
     Unknown,

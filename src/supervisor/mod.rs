@@ -21,6 +21,7 @@ pub mod session;
 pub mod spawn;
 pub mod status;
 pub mod team;
+pub mod violation;
 
 pub use command::Hygiene;
 pub use events::{AgentEvent, EventSink};

@@ -21,12 +21,13 @@ use super::events::{AgentEvent, EventSink};
 use super::result::AgentTimings;
 use super::served::Served;
 use super::session;
+use super::violation::Violation;
 use crate::chat::AgentKey;
 use crate::deadline::after_tokio;
 use crate::llm::ChatModel;
 use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, FinishReport, LineReader, ToChild, VerdictReport,
-    encode_line,
+    AgentRole, AgentStats, AgentStatus, CancelReason, FinishReport, LineReader, ToChild,
+    VerdictReport, encode_line,
 };
 use crate::signal::StopSignal;
 
@@ -100,7 +101,7 @@ enum Ending {
     Lingered,
     Timeout,
     Idle(Duration),
-    Protocol(String),
+    Protocol(Violation),
     /// Stopped from outside, for this reason.
     Stopped(String),
     /// No `hello` within the launch timeout.
@@ -166,20 +167,38 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
             let secs = run.limits.timeout.as_secs_f64();
             let why = format!("timed out after {secs} s");
             served
-                .stop(&mut child, &mut lines, &to_child, &why, "timeout")
+                .stop(
+                    &mut child,
+                    &mut lines,
+                    &to_child,
+                    &why,
+                    CancelReason::Timeout,
+                )
                 .await;
             (AgentStatus::Timeout, Some(why))
         }
         Ending::Idle(quiet) => {
             let why = format!("sent nothing for {} s (--idle-timeout)", quiet.as_secs());
             served
-                .stop(&mut child, &mut lines, &to_child, &why, "idle_timeout")
+                .stop(
+                    &mut child,
+                    &mut lines,
+                    &to_child,
+                    &why,
+                    CancelReason::IdleTimeout,
+                )
                 .await;
             (AgentStatus::IdleTimeout, Some(why))
         }
         Ending::Stopped(reason) => {
             served
-                .stop(&mut child, &mut lines, &to_child, &reason, "terminated")
+                .stop(
+                    &mut child,
+                    &mut lines,
+                    &to_child,
+                    &reason,
+                    CancelReason::Terminated,
+                )
                 .await;
             (AgentStatus::Terminated, Some(reason))
         }
@@ -193,7 +212,13 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
             let mut why =
                 format!("the agent did not start{through} within {secs} s (--launch-timeout)");
             served
-                .stop(&mut child, &mut lines, &to_child, &why, "launch_timeout")
+                .stop(
+                    &mut child,
+                    &mut lines,
+                    &to_child,
+                    &why,
+                    CancelReason::LaunchTimeout,
+                )
                 .await;
             if let Some(tail) = super::served::log_tail(&run.stderr_log) {
                 why.push_str(&format!("; its stderr ends: {tail}"));
@@ -203,7 +228,13 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
         Ending::Protocol(e) => {
             let why = format!("protocol error: {e}");
             served
-                .stop(&mut child, &mut lines, &to_child, &why, "protocol_error")
+                .stop(
+                    &mut child,
+                    &mut lines,
+                    &to_child,
+                    &why,
+                    CancelReason::ProtocolError,
+                )
                 .await;
             (AgentStatus::Error, Some(why))
         }
@@ -277,7 +308,7 @@ impl Served<'_, '_> {
                         }
                     }
                     Ok(None) => return Ending::Eof,
-                    Err(e) => return Ending::Protocol(e.to_string()),
+                    Err(e) => return Ending::Protocol(e.into()),
                 },
                 Some(answer) = self.pending.join_next(), if !self.pending.is_empty() => {
                     last_heard = Instant::now();
@@ -307,13 +338,11 @@ impl Served<'_, '_> {
         lines: &mut LineReader<BufReader<ChildStdout>>,
         to_child: &mpsc::UnboundedSender<ToChild>,
         why: &str,
-        reason: &str,
+        reason: CancelReason,
     ) {
         self.event(AgentEvent::Stopping { reason: why });
         self.pending.abort_all();
-        let _ = to_child.send(ToChild::Cancel {
-            reason: reason.to_string(),
-        });
+        let _ = to_child.send(ToChild::Cancel { reason });
         let grace_end = after_tokio(Instant::now(), self.run.limits.kill_grace);
         self.drain(lines, grace_end).await;
         let exited = tokio::time::timeout_at(grace_end, child.wait())

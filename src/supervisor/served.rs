@@ -20,17 +20,13 @@ use tokio::time::Instant;
 use super::events::AgentEvent;
 use super::result::AgentTimings;
 use super::serve::{ChildOutcome, ChildRun};
+use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError};
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, ToChild,
     VerdictReport, decode_line, parse_verdict, round_seconds,
 };
-
-/// Model requests one child may have in flight. The agent asks one at a
-/// time; a child that floods the parent with requests is broken, and must
-/// not reach the endpoint with them.
-const MAX_PENDING_REQUESTS: usize = 8;
 
 /// A model request's id, when it was asked, and the answer.
 pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
@@ -50,7 +46,7 @@ pub(super) struct Served<'r, 'a> {
     child_error: Option<String>,
     /// A protocol error in the lines read after the child exited, which
     /// voids what it reported.
-    pub(super) late_protocol_error: Option<String>,
+    pub(super) late_protocol_error: Option<Violation>,
     child_stats: AgentStats,
     /// Tokens of the answers delivered to the child.
     usage: Usage,
@@ -100,17 +96,14 @@ impl<'r, 'a> Served<'r, 'a> {
     }
 
     /// One line from the child; `Err` is a protocol error that ends it.
-    pub(super) fn handle(&mut self, line: &str) -> Result<(), String> {
+    pub(super) fn handle(&mut self, line: &str) -> Result<(), Violation> {
         if line.trim().is_empty() {
             return Ok(());
         }
-        let message: FromChild = decode_line(line).map_err(|e| e.to_string())?;
+        let message: FromChild = decode_line(line)?;
         let first_ok = matches!(message, FromChild::Hello { .. } | FromChild::Error { .. });
         if !self.hello && !first_ok {
-            return Err(format!(
-                "the first line must be `hello`, not `{}`",
-                crate::protocol::codec::type_of(line)
-            ));
+            return Err(Violation::NoHello(crate::protocol::codec::type_of(line)));
         }
         match message {
             FromChild::Hello {
@@ -121,15 +114,13 @@ impl<'r, 'a> Served<'r, 'a> {
                 ..
             } => {
                 if protocol != PROTOCOL_VERSION {
-                    return Err(format!(
-                        "the child speaks protocol {protocol}, this troupe speaks {PROTOCOL_VERSION}"
-                    ));
+                    return Err(Violation::Version(protocol));
                 }
                 if role != self.run.role {
-                    return Err(format!(
-                        "the child says it is a {role}, but it was started as a {}",
-                        self.run.role
-                    ));
+                    return Err(Violation::Role {
+                        said: role,
+                        started: self.run.role,
+                    });
                 }
                 self.hello = true;
                 self.hello_at.get_or_insert_with(Instant::now);
@@ -204,27 +195,20 @@ impl<'r, 'a> Served<'r, 'a> {
         id: u64,
         messages: Vec<Message>,
         tools: Vec<ToolSpec>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         if !self.answering {
             return Ok(());
         }
         if let Some(last) = self.last_request.filter(|last| id <= *last) {
-            return Err(format!(
-                "model request {id} comes after request {last}; each request needs a new, higher id"
-            ));
+            return Err(Violation::RequestOrder { id, last });
         }
         self.last_request = Some(id);
         self.requests += 1;
         if self.requests > self.run.max_requests {
-            return Err(format!(
-                "the agent asked for more than {} model answers, its turn limit (--max-turns) and the wrap-up after it",
-                self.run.max_requests
-            ));
+            return Err(Violation::TooManyRequests(self.run.max_requests));
         }
         if self.pending.len() >= MAX_PENDING_REQUESTS {
-            return Err(format!(
-                "more than {MAX_PENDING_REQUESTS} model requests at once"
-            ));
+            return Err(Violation::Flood);
         }
         let model = Arc::clone(&self.run.model);
         let request = CompletionRequest {
@@ -240,31 +224,37 @@ impl<'r, 'a> Served<'r, 'a> {
     }
 
     /// A report of `kind` is the word of `role` only, and is said once.
-    fn expect_report(&self, kind: &str, role: AgentRole, again: bool) -> Result<(), String> {
+    fn expect_report(
+        &self,
+        kind: &'static str,
+        role: AgentRole,
+        again: bool,
+    ) -> Result<(), Violation> {
         if self.run.role != role {
-            return Err(format!(
-                "a {} sent `{kind}`, which only a {role} sends",
-                self.run.role
-            ));
+            return Err(Violation::NotItsReport {
+                sender: self.run.role,
+                kind,
+                role,
+            });
         }
         if again {
-            return Err(format!("a second `{kind}`"));
+            return Err(Violation::Repeated(kind));
         }
         Ok(())
     }
 
     /// The verdict as the parent reads it from the last answer it
     /// delivered, when the reviewer reported the same.
-    fn check_verdict(&self, reported: VerdictReport) -> Result<VerdictReport, String> {
+    fn check_verdict(&self, reported: VerdictReport) -> Result<VerdictReport, Violation> {
         let Some(answer) = &self.last_answer else {
-            return Err("a verdict before any answer of the reviewer's model".to_string());
+            return Err(Violation::VerdictUnasked);
         };
         let read = parse_verdict(answer.text());
         if read != reported {
-            return Err(format!(
-                "the reviewer reported approved: {}, but its model's last answer reads approved: {}",
-                reported.approved, read.approved
-            ));
+            return Err(Violation::VerdictDiffers {
+                reported: reported.approved,
+                read: read.approved,
+            });
         }
         Ok(read)
     }

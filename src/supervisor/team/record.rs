@@ -38,6 +38,18 @@ pub enum StepStatus {
 }
 
 impl StepStatus {
+    pub const ALL: [StepStatus; 9] = [
+        StepStatus::Pending,
+        StepStatus::Running,
+        StepStatus::Reviewing,
+        StepStatus::Completed,
+        StepStatus::Failed,
+        StepStatus::Skipped,
+        StepStatus::Unreviewed,
+        StepStatus::Replaced,
+        StepStatus::Interrupted,
+    ];
+
     /// Failed, or unreviewed: what a replan is told about and what skips
     /// dependents.
     pub fn is_failure(self) -> bool {
