@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::outbox::Outbox;
-use futures_util::future::BoxFuture;
 
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
 use crate::protocol::{DEFAULT_LINE_CAP, FromChild, LineReader, ToChild, decode_line};

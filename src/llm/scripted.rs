@@ -10,15 +10,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::chat::{Message, Role, ToolCall, Usage};
-
-use futures_util::future::BoxFuture;
-
 use super::{ChatModel, Completion, CompletionRequest, LlmError};
-use crate::chat::AgentKey;
+use crate::chat::{AgentKey, Message, Role, ToolCall, Usage};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

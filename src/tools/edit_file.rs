@@ -5,23 +5,28 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::schema::schema;
 use super::{
     MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args,
     within_file_limit,
 };
 use crate::fsutil::read_bounded;
-use futures_util::future::BoxFuture;
 
 pub struct EditFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// File path, relative to the workspace
     path: String,
+    /// The exact text to replace; it must occur exactly once
     old_text: String,
+    /// The replacement
     new_text: String,
 }
 
@@ -35,15 +40,7 @@ impl Tool for EditFile {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace"},
-                "old_text": {"type": "string", "description": "The exact text to replace; it must occur exactly once"},
-                "new_text": {"type": "string", "description": "The replacement"}
-            },
-            "required": ["path", "old_text", "new_text"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

@@ -1,17 +1,21 @@
 //! `finish_task`: the worker's report, which ends its run.
 
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::schema::schema;
 use super::{Finish, Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use futures_util::future::BoxFuture;
 
 pub struct FinishTask;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Whether the task was completed
     success: bool,
+    /// What was done, the files produced, key findings (50-200 words)
     summary: String,
 }
 
@@ -25,14 +29,7 @@ impl Tool for FinishTask {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "success": {"type": "boolean", "description": "Whether the task was completed"},
-                "summary": {"type": "string", "description": "What was done, the files produced, key findings (50-200 words)"}
-            },
-            "required": ["success", "summary"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

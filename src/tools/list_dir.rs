@@ -5,23 +5,26 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
 use nix::dir::Dir;
 use nix::fcntl::{AtFlags, readlinkat};
 use nix::sys::stat::fstatat;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::schema::schema;
 use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::fsutil::nofollow;
-use futures_util::future::BoxFuture;
 
 const MAX_ENTRIES: usize = 1000;
 
 pub struct ListDir;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Directory, relative to the workspace (default .)
     #[serde(default)]
     path: Option<String>,
 }
@@ -36,12 +39,7 @@ impl Tool for ListDir {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Directory, relative to the workspace (default .)"}
-            }
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

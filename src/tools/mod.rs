@@ -12,6 +12,7 @@ mod list_dir;
 mod process_groups;
 mod read_file;
 mod run_command;
+mod schema;
 mod search_workspace;
 mod spill;
 mod write_file;
@@ -20,13 +21,13 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::chat::ToolSpec;
 use crate::protocol::AgentLimits;
-use futures_util::future::BoxFuture;
 
 pub use fence::{FenceError, PathFence};
 pub use process_groups::ProcessGroups;

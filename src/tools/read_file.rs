@@ -3,28 +3,34 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::schema::schema;
 use super::{
     Counter, MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking,
     parse_args,
 };
 use crate::fsutil::read_bounded;
-use futures_util::future::BoxFuture;
 
 const DEFAULT_LIMIT: usize = 2000;
 
 pub struct ReadFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// File path, relative to the workspace
     path: String,
-    /// 1-based first line.
+    /// First line to read (1-based)
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// How many lines to read
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
@@ -38,15 +44,7 @@ impl Tool for ReadFile {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace"},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)"},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read"}
-            },
-            "required": ["path"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

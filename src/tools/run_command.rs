@@ -5,15 +5,17 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use nix::sys::resource::{Resource, setrlimit};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::process_groups::{GroupGuard, kill_group};
+use super::schema::schema;
 use super::{Counter, Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use futures_util::future::BoxFuture;
 
 /// Bytes kept per stream; the rest is counted and dropped.
 const CAPTURE_CAP: usize = 1024 * 1024;
@@ -24,13 +26,16 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 pub struct RunCommand;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// The command line, run by sh -c
     command: String,
+    /// Kill the command after this many seconds (default 120)
     #[serde(default)]
+    #[schemars(range(min = 1))]
     timeout_seconds: Option<u64>,
-    /// Working directory, relative to the workspace.
+    /// Working directory, relative to the workspace (default .)
     #[serde(default)]
     cwd: Option<String>,
 }
@@ -45,15 +50,7 @@ impl Tool for RunCommand {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command line, run by sh -c"},
-                "timeout_seconds": {"type": "integer", "minimum": 1, "description": "Kill the command after this many seconds (default 120)"},
-                "cwd": {"type": "string", "description": "Working directory, relative to the workspace (default .)"}
-            },
-            "required": ["command"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

@@ -4,13 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use futures_util::future::BoxFuture;
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::schema::schema;
 use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
 use crate::fsutil::read_bounded;
-use futures_util::future::BoxFuture;
 
 const SKIPPED_DIRS: &[&str] = &[".git", "target", crate::protocol::RESULTS_DIR];
 const DEFAULT_MAX_RESULTS: usize = 100;
@@ -19,13 +21,17 @@ const MAX_LINE_SHOWN: usize = 240;
 
 pub struct SearchWorkspace;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Regular expression
     pattern: String,
+    /// Directory or file to search, relative to the workspace (default .)
     #[serde(default)]
     path: Option<String>,
+    /// Most matching lines to return (default 100)
     #[serde(default)]
+    #[schemars(range(min = 1))]
     max_results: Option<usize>,
 }
 
@@ -39,15 +45,7 @@ impl Tool for SearchWorkspace {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression"},
-                "path": {"type": "string", "description": "Directory or file to search, relative to the workspace (default .)"},
-                "max_results": {"type": "integer", "minimum": 1, "description": "Most matching lines to return (default 100)"}
-            },
-            "required": ["pattern"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

@@ -3,20 +3,24 @@
 use std::io::Write;
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::schema::schema;
 use super::{
     PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, within_file_limit,
 };
-use futures_util::future::BoxFuture;
 
 pub struct WriteFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// File path, relative to the workspace
     path: String,
+    /// The complete new content
     content: String,
 }
 
@@ -30,14 +34,7 @@ impl Tool for WriteFile {
     }
 
     fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "File path, relative to the workspace"},
-                "content": {"type": "string", "description": "The complete new content"}
-            },
-            "required": ["path", "content"]
-        })
+        schema::<Args>()
     }
 
     fn is_read_only(&self) -> bool {

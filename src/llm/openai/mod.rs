@@ -11,11 +11,10 @@ mod wire;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 use crate::text::excerpt;
-
-use futures_util::future::BoxFuture;
 
 use super::{ChatModel, Completion, CompletionRequest, LlmError, ReasoningEcho};
 

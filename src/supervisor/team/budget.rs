@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::chat::Usage;
 use futures_util::future::BoxFuture;
 
+use crate::chat::Usage;
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
 
 pub struct Budget {
