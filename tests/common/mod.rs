@@ -237,3 +237,38 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         .filter(|pid| alive(*pid))
         .collect()
 }
+
+/// Whether `what`, which `test` needs, is here. When it is not, the test
+/// says it was skipped; under `CI=true` it fails instead, since CI must
+/// have everything and a skip there would hide a gap.
+pub fn present(test: &str, what: &str, here: bool) -> bool {
+    if here {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} needs {what}, which this CI machine lacks");
+    }
+    eprintln!("skipped {test}: it needs {what}, which is not here");
+    false
+}
+
+/// The Landlock ABI this kernel enforces in full, with the read-only
+/// results directory, if it does.
+pub fn full_sandbox_abi() -> Option<u64> {
+    let mut probe = troupe_agent();
+    probe.arg("--probe-sandbox");
+    let out = run(probe);
+    let report: Value = serde_json::from_str(out.stdout.trim()).ok()?;
+    (report["status"] == "fully_enforced")
+        .then(|| report["abi"].as_u64())
+        .flatten()
+}
+
+/// Whether the whole sandbox holds here (see `present`).
+pub fn full_sandbox(test: &str) -> bool {
+    present(
+        test,
+        "a kernel that enforces the whole sandbox (troupe-agent --probe-sandbox)",
+        full_sandbox_abi().is_some(),
+    )
+}

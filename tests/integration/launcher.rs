@@ -174,8 +174,12 @@ exec sleep 60"#,
 
 #[test]
 fn results_on_tmpfs_are_warned_about() {
-    if !std::path::Path::new("/dev/shm").is_dir() {
-        eprintln!("skipped results_on_tmpfs_are_warned_about: no /dev/shm");
+    let test = "results_on_tmpfs_are_warned_about";
+    if !crate::common::present(
+        test,
+        "a tmpfs at /dev/shm",
+        std::path::Path::new("/dev/shm").is_dir(),
+    ) {
         return;
     }
     let ws = tempfile::tempdir_in("/dev/shm").unwrap();

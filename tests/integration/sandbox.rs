@@ -3,31 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, run, spawn, spawn_command, tool_results, troupe_agent};
+use crate::common::{
+    Sandbox, full_sandbox, full_sandbox_abi, present, run, spawn, spawn_command, tool_results,
+};
 use crate::team::{planner, step, team_run, worker_rule, worker_writes};
-
-/// The Landlock ABI this kernel enforces in full, if it does.
-fn landlock_abi() -> Option<u64> {
-    let mut probe = troupe_agent();
-    probe.arg("--probe-sandbox");
-    let out = run(probe);
-    let report: Value = serde_json::from_str(out.stdout.trim()).ok()?;
-    (report["status"] == "fully_enforced")
-        .then(|| report["abi"].as_u64())
-        .flatten()
-}
-
-fn need_landlock(test: &str) -> bool {
-    match landlock_abi() {
-        Some(_) => true,
-        None => {
-            eprintln!(
-                "skipped {test}: this kernel cannot fully enforce Landlock (see troupe-agent --probe-sandbox)"
-            );
-            false
-        }
-    }
-}
 
 /// A scripted worker that runs `commands` in one turn, then finishes.
 fn commands_script(sandbox: &Sandbox, commands: &[&str]) -> String {
@@ -53,7 +32,7 @@ fn run_commands(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Vec<Val
 
 #[test]
 fn a_worker_writes_only_inside_the_workspace() {
-    if !need_landlock("a_worker_writes_only_inside_the_workspace") {
+    if !full_sandbox("a_worker_writes_only_inside_the_workspace") {
         return;
     }
     let sandbox = Sandbox::new();
@@ -124,7 +103,7 @@ fn required_mode_runs_only_where_the_kernel_enforces_everything() {
         &model,
         &["--sandbox", "required"],
     );
-    match landlock_abi() {
+    match full_sandbox_abi() {
         Some(abi) => {
             assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
             assert_eq!(run.json()["stats"]["sandbox"]["abi"], abi);
@@ -142,7 +121,7 @@ fn required_mode_runs_only_where_the_kernel_enforces_everything() {
 
 #[test]
 fn a_reviewer_can_check_but_not_change_the_workspace() {
-    if !need_landlock("a_reviewer_can_check_but_not_change_the_workspace") {
+    if !full_sandbox("a_reviewer_can_check_but_not_change_the_workspace") {
         return;
     }
     let sandbox = Sandbox::new();
@@ -200,14 +179,9 @@ fn a_reviewer_can_check_but_not_change_the_workspace() {
 
 #[test]
 fn commands_cannot_open_tcp_connections_unless_allowed() {
-    let Some(abi) = landlock_abi() else {
-        eprintln!("skipped commands_cannot_open_tcp_connections_unless_allowed: no Landlock");
-        return;
-    };
-    if abi < 4 {
-        eprintln!(
-            "skipped commands_cannot_open_tcp_connections_unless_allowed: Landlock ABI {abi} has no network rules"
-        );
+    let test = "commands_cannot_open_tcp_connections_unless_allowed";
+    let abi = full_sandbox_abi().unwrap_or(0);
+    if !present(test, "Landlock's network rules (ABI 4)", abi >= 4) {
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -301,7 +275,7 @@ fn reads_under(sandbox: &Sandbox, extra: &[&str], commands: &[&str]) -> Vec<Stri
 
 #[test]
 fn reads_stay_in_the_read_scope() {
-    if !need_landlock("reads_stay_in_the_read_scope") {
+    if !full_sandbox("reads_stay_in_the_read_scope") {
         return;
     }
     let sandbox = Sandbox::new();

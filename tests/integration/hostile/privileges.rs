@@ -22,10 +22,8 @@ fn xattrs(path: &std::path::Path) -> String {
 // outside the workspace.
 #[test]
 fn commands_run_without_capabilities_even_as_root() {
-    if !is_root() {
-        eprintln!(
-            "skipped commands_run_without_capabilities_even_as_root: it tries root's powers, and this test runs as an ordinary user"
-        );
+    let test = "commands_run_without_capabilities_even_as_root";
+    if !crate::common::present(test, "root, whose powers it tries", is_root()) {
         return;
     }
     let sandbox = Sandbox::new();
