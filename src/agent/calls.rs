@@ -60,7 +60,7 @@ impl CallRunner {
             .take_while(|call| {
                 self.registry
                     .get(call.name())
-                    .is_some_and(|tool| tool.is_read_only())
+                    .is_some_and(|tool| tool.about().read_only)
             })
             .count()
     }
@@ -99,7 +99,7 @@ impl CallRunner {
                 None,
             ),
             Some(tool) => {
-                if let Some(counter) = tool.counter() {
+                if let Some(counter) = tool.about().counter {
                     self.stats.count(counter);
                 }
                 let called = AssertUnwindSafe(tool.call(&call.function.arguments, &self.ctx));
@@ -116,7 +116,7 @@ impl CallRunner {
         let changes = self
             .registry
             .get(call.name())
-            .is_some_and(|tool| tool.changes_workspace());
+            .is_some_and(|tool| tool.about().changes_workspace);
         self.out.send(&FromChild::ToolResult {
             call_id: call.id.clone(),
             success: output.success,

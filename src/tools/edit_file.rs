@@ -5,23 +5,20 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::schema::schema;
 use super::{
-    MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args,
+    About, MAX_READ_BYTES, PathFence, ToolContext, ToolError, ToolOutput, TypedTool, blocking,
     within_file_limit,
 };
 use crate::fsutil::read_bounded;
 
-pub struct EditFile;
+pub(super) struct EditFile;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// File path, relative to the workspace
     path: String,
     /// The exact text to replace; it must occur exactly once
@@ -30,43 +27,29 @@ struct Args {
     new_text: String,
 }
 
-impl Tool for EditFile {
-    fn name(&self) -> &'static str {
-        "edit_file"
-    }
+impl TypedTool for EditFile {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "edit_file",
+        description: "Replace old_text by new_text in a file. old_text must occur exactly once: copy it exactly, with enough surrounding lines to be unique.",
+        read_only: false,
+        counter: None,
+        changes_workspace: true,
+    };
 
-    fn description(&self) -> &'static str {
-        "Replace old_text by new_text in a file. old_text must occur exactly once: copy it exactly, with enough surrounding lines to be unique."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let path = ctx.fence.resolve_write(&args.path)?;
-            if args.old_text.is_empty() {
-                return Err(ToolError::RespondToModel(
-                    "old_text is empty; to create a file use write_file".into(),
-                ));
-            }
-            let fence = ctx.fence.clone();
-            let max = ctx.limits.max_file_size;
-            let edited = path.clone();
-            let output = blocking(move || edit(&fence, &path, &args, max)).await?;
-            ctx.record_written(edited);
-            Ok(output)
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = ctx.fence.resolve_write(&args.path)?;
+        if args.old_text.is_empty() {
+            return Err(ToolError::RespondToModel(
+                "old_text is empty; to create a file use write_file".into(),
+            ));
+        }
+        let fence = ctx.fence.clone();
+        let max = ctx.limits.max_file_size;
+        let edited = path.clone();
+        let output = blocking(move || edit(&fence, &path, &args, max)).await?;
+        ctx.record_written(edited);
+        Ok(output)
     }
 }
 

@@ -1,65 +1,45 @@
 //! `finish_task`: the worker's report, which ends its run.
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::schema::schema;
-use super::{Finish, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{About, Finish, ToolContext, ToolError, ToolOutput, TypedTool};
 
-pub struct FinishTask;
+pub(super) struct FinishTask;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// Whether the task was completed
     success: bool,
     /// What was done, the files produced, key findings (50-200 words)
     summary: String,
 }
 
-impl Tool for FinishTask {
-    fn name(&self) -> &'static str {
-        "finish_task"
-    }
+impl TypedTool for FinishTask {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "finish_task",
+        description: "Report that you are done and exit. success: whether the task was completed; summary: what you did, which files you produced, what you found. You cannot continue after this call.",
+        read_only: false,
+        counter: None,
+        changes_workspace: false,
+    };
 
-    fn description(&self) -> &'static str {
-        "Report that you are done and exit. success: whether the task was completed; summary: what you did, which files you produced, what you found. You cannot continue after this call."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    fn changes_workspace(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let mut output = ToolOutput::ok(
-                json!({
-                    "success": true,
-                    "message": "Task finished; the sub-agent exits now",
-                    "will_terminate": true
-                })
-                .to_string(),
-            );
-            output.finish = Some(Finish {
-                success: args.success,
-                summary: args.summary,
-            });
-            Ok(output)
-        })
+    async fn run(&self, args: Args, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut output = ToolOutput::ok(
+            json!({
+                "success": true,
+                "message": "Task finished; the sub-agent exits now",
+                "will_terminate": true
+            })
+            .to_string(),
+        );
+        output.finish = Some(Finish {
+            success: args.success,
+            summary: args.summary,
+        });
+        Ok(output)
     }
 }

@@ -5,60 +5,43 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use nix::dir::Dir;
 use nix::fcntl::{AtFlags, readlinkat};
 use nix::sys::stat::fstatat;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::schema::schema;
-use super::{PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{About, PathFence, ToolContext, ToolError, ToolOutput, TypedTool, blocking};
 use crate::fsutil::nofollow;
 
 const MAX_ENTRIES: usize = 1000;
 
-pub struct ListDir;
+pub(super) struct ListDir;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// Directory, relative to the workspace (default .)
     #[serde(default)]
     path: Option<String>,
 }
 
-impl Tool for ListDir {
-    fn name(&self) -> &'static str {
-        "list_dir"
-    }
+impl TypedTool for ListDir {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "list_dir",
+        description: "List a directory: subdirectories end with /, files show their size. Defaults to the workspace root.",
+        read_only: true,
+        counter: None,
+        changes_workspace: false,
+    };
 
-    fn description(&self) -> &'static str {
-        "List a directory: subdirectories end with /, files show their size. Defaults to the workspace root."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let path = ctx
-                .fence
-                .resolve_read(args.path.as_deref().unwrap_or("."))?;
-            let fence = ctx.fence.clone();
-            blocking(move || list(&fence, &path)).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = ctx
+            .fence
+            .resolve_read(args.path.as_deref().unwrap_or("."))?;
+        let fence = ctx.fence.clone();
+        blocking(move || list(&fence, &path)).await
     }
 }
 

@@ -18,10 +18,12 @@ mod spill;
 mod write_file;
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -138,21 +140,25 @@ impl ToolContext {
     }
 }
 
+/// What a tool is, for the model and for the loop that runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct About {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Read-only tools may run in parallel and are what a Reviewer gets.
+    pub read_only: bool,
+    /// What a call adds to the seed's counters.
+    pub counter: Option<Counter>,
+    /// Whether a successful call changed the workspace or ran something:
+    /// the evidence of work behind a claim of success.
+    pub changes_workspace: bool,
+}
+
+/// A tool as the registry holds it.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn about(&self) -> About;
     /// JSON Schema of the arguments.
     fn parameters(&self) -> Value;
-    /// Read-only tools may run in parallel and are what a Reviewer gets.
-    fn is_read_only(&self) -> bool;
-    fn counter(&self) -> Option<Counter> {
-        None
-    }
-    /// Whether a successful call changed the workspace or ran something:
-    /// what the parent counts as evidence of work behind a claim.
-    fn changes_workspace(&self) -> bool {
-        !self.is_read_only()
-    }
     fn call<'a>(
         &'a self,
         arguments: &'a str,
@@ -160,11 +166,46 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
 
     fn spec(&self) -> ToolSpec {
+        let about = self.about();
         ToolSpec {
-            name: self.name().to_string(),
-            description: self.description().to_string(),
+            name: about.name.to_string(),
+            description: about.description.to_string(),
             parameters: self.parameters(),
         }
+    }
+}
+
+/// One tool with typed arguments: what each tool's file implements.
+pub trait TypedTool: Send + Sync + 'static {
+    /// What the model sends, read strictly; the schema the model is shown
+    /// is derived from it.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    const ABOUT: About;
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn about(&self) -> About {
+        T::ABOUT
+    }
+
+    fn parameters(&self) -> Value {
+        schema::schema::<T::Args>()
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args = parse_args::<T::Args>(T::ABOUT.name, arguments)?;
+            self.run(args, ctx).await
+        })
     }
 }
 
@@ -245,7 +286,10 @@ impl ToolRegistry {
             tools: Self::worker()
                 .tools
                 .into_iter()
-                .filter(|tool| tool.is_read_only() || (with_shell && tool.name() == "run_command"))
+                .filter(|tool| {
+                    let about = tool.about();
+                    about.read_only || (with_shell && about.name == "run_command")
+                })
                 .collect(),
         }
     }
@@ -255,10 +299,13 @@ impl ToolRegistry {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        self.tools.iter().find(|tool| tool.name() == name).cloned()
+        self.tools
+            .iter()
+            .find(|tool| tool.about().name == name)
+            .cloned()
     }
 
     pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|tool| tool.name()).collect()
+        self.tools.iter().map(|tool| tool.about().name).collect()
     }
 }

@@ -3,25 +3,22 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::schema::schema;
 use super::{
-    Counter, MAX_READ_BYTES, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking,
-    parse_args,
+    About, Counter, MAX_READ_BYTES, PathFence, ToolContext, ToolError, ToolOutput, TypedTool,
+    blocking,
 };
 use crate::fsutil::read_bounded;
 
 const DEFAULT_LIMIT: usize = 2000;
 
-pub struct ReadFile;
+pub(super) struct ReadFile;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// File path, relative to the workspace
     path: String,
     /// First line to read (1-based)
@@ -34,40 +31,22 @@ struct Args {
     limit: Option<usize>,
 }
 
-impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
-        "read_file"
-    }
+impl TypedTool for ReadFile {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "read_file",
+        description: "Read a text file. For long files pass offset (1-based first line) and limit (number of lines, default 2000).",
+        read_only: true,
+        counter: Some(Counter::FilesRead),
+        changes_workspace: false,
+    };
 
-    fn description(&self) -> &'static str {
-        "Read a text file. For long files pass offset (1-based first line) and limit (number of lines, default 2000)."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    fn counter(&self) -> Option<Counter> {
-        Some(Counter::FilesRead)
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let path = ctx.fence.resolve_read(&args.path)?;
-            let fence = ctx.fence.clone();
-            let offset = args.offset.unwrap_or(1);
-            let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
-            blocking(move || read(&fence, &path, offset, limit)).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = ctx.fence.resolve_read(&args.path)?;
+        let fence = ctx.fence.clone();
+        let offset = args.offset.unwrap_or(1);
+        let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+        blocking(move || read(&fence, &path, offset, limit)).await
     }
 }
 

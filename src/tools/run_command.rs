@@ -5,17 +5,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use nix::sys::resource::{Resource, setrlimit};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::process_groups::{GroupGuard, kill_group};
-use super::schema::schema;
-use super::{Counter, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::{About, Counter, ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Bytes kept per stream; the rest is counted and dropped.
 const CAPTURE_CAP: usize = 1024 * 1024;
@@ -24,11 +21,11 @@ const CAPTURE_CAP: usize = 1024 * 1024;
 /// agent up beyond this.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
-pub struct RunCommand;
+pub(super) struct RunCommand;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// The command line, run by sh -c
     command: String,
     /// Kill the command after this many seconds (default 120)
@@ -40,41 +37,23 @@ struct Args {
     cwd: Option<String>,
 }
 
-impl Tool for RunCommand {
-    fn name(&self) -> &'static str {
-        "run_command"
-    }
+impl TypedTool for RunCommand {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "run_command",
+        description: "Run a shell command (sh -c) in the workspace. Returns the exit code, stdout and stderr. stdin is empty; the command is killed with everything it started when its timeout passes.",
+        read_only: false,
+        counter: Some(Counter::Commands),
+        changes_workspace: true,
+    };
 
-    fn description(&self) -> &'static str {
-        "Run a shell command (sh -c) in the workspace. Returns the exit code, stdout and stderr. stdin is empty; the command is killed with everything it started when its timeout passes."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    fn counter(&self) -> Option<Counter> {
-        Some(Counter::Commands)
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let cwd = ctx.fence.resolve_read(args.cwd.as_deref().unwrap_or("."))?;
-            let limit = args
-                .timeout_seconds
-                .unwrap_or(ctx.limits.command_timeout_seconds)
-                .clamp(1, ctx.limits.max_command_timeout_seconds.max(1));
-            run(&args.command, &cwd, Duration::from_secs(limit), ctx).await
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let cwd = ctx.fence.resolve_read(args.cwd.as_deref().unwrap_or("."))?;
+        let limit = args
+            .timeout_seconds
+            .unwrap_or(ctx.limits.command_timeout_seconds)
+            .clamp(1, ctx.limits.max_command_timeout_seconds.max(1));
+        run(&args.command, &cwd, Duration::from_secs(limit), ctx).await
     }
 }
 

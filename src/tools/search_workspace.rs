@@ -4,14 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use futures_util::future::BoxFuture;
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::schema::schema;
-use super::{Counter, PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args};
+use super::{About, Counter, PathFence, ToolContext, ToolError, ToolOutput, TypedTool, blocking};
 use crate::fsutil::read_bounded;
 
 const SKIPPED_DIRS: &[&str] = &[".git", "target", crate::protocol::RESULTS_DIR];
@@ -19,11 +16,11 @@ const DEFAULT_MAX_RESULTS: usize = 100;
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 const MAX_LINE_SHOWN: usize = 240;
 
-pub struct SearchWorkspace;
+pub(super) struct SearchWorkspace;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// Regular expression
     pattern: String,
     /// Directory or file to search, relative to the workspace (default .)
@@ -35,58 +32,39 @@ struct Args {
     max_results: Option<usize>,
 }
 
-impl Tool for SearchWorkspace {
-    fn name(&self) -> &'static str {
-        "search_workspace"
-    }
+impl TypedTool for SearchWorkspace {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "search_workspace",
+        description: "Search file contents with a regular expression (Rust regex syntax). Prints path:line: text for each matching line. Skips .git, target and sub_agent_results.",
+        read_only: true,
+        counter: Some(Counter::Searches),
+        changes_workspace: false,
+    };
 
-    fn description(&self) -> &'static str {
-        "Search file contents with a regular expression (Rust regex syntax). Prints path:line: text for each matching line. Skips .git, target and sub_agent_results."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
-    fn counter(&self) -> Option<Counter> {
-        Some(Counter::Searches)
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let regex = Regex::new(&args.pattern).map_err(|e| {
-                ToolError::RespondToModel(format!("invalid regular expression: {e}"))
-            })?;
-            let root = ctx
-                .fence
-                .resolve_read(args.path.as_deref().unwrap_or("."))?;
-            let max = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
-            let fence = ctx.fence.clone();
-            let shown = fence.display(&root);
-            let (hits, stopped) = blocking(move || Ok(search(&regex, &root, max, &fence))).await?;
-            if hits.is_empty() {
-                return Ok(ToolOutput::ok(format!(
-                    "no matches for /{}/ in {shown}",
-                    args.pattern
-                )));
-            }
-            let mut out = hits.join("\n");
-            if stopped {
-                out.push_str(&format!(
-                    "\n[stopped at {max} matches; narrow the pattern or the path]"
-                ));
-            }
-            Ok(ToolOutput::ok(out))
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let regex = Regex::new(&args.pattern)
+            .map_err(|e| ToolError::RespondToModel(format!("invalid regular expression: {e}")))?;
+        let root = ctx
+            .fence
+            .resolve_read(args.path.as_deref().unwrap_or("."))?;
+        let max = args.max_results.unwrap_or(DEFAULT_MAX_RESULTS).max(1);
+        let fence = ctx.fence.clone();
+        let shown = fence.display(&root);
+        let (hits, stopped) = blocking(move || Ok(search(&regex, &root, max, &fence))).await?;
+        if hits.is_empty() {
+            return Ok(ToolOutput::ok(format!(
+                "no matches for /{}/ in {shown}",
+                args.pattern
+            )));
+        }
+        let mut out = hits.join("\n");
+        if stopped {
+            out.push_str(&format!(
+                "\n[stopped at {max} matches; narrow the pattern or the path]"
+            ));
+        }
+        Ok(ToolOutput::ok(out))
     }
 }
 

@@ -3,63 +3,46 @@
 use std::io::Write;
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::schema::schema;
 use super::{
-    PathFence, Tool, ToolContext, ToolError, ToolOutput, blocking, parse_args, within_file_limit,
+    About, PathFence, ToolContext, ToolError, ToolOutput, TypedTool, blocking, within_file_limit,
 };
 
-pub struct WriteFile;
+pub(super) struct WriteFile;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub(super) struct Args {
     /// File path, relative to the workspace
     path: String,
     /// The complete new content
     content: String,
 }
 
-impl Tool for WriteFile {
-    fn name(&self) -> &'static str {
-        "write_file"
-    }
+impl TypedTool for WriteFile {
+    type Args = Args;
+    const ABOUT: About = About {
+        name: "write_file",
+        description: "Create a file, or replace its whole content. Parent directories are created.",
+        read_only: false,
+        counter: None,
+        changes_workspace: true,
+    };
 
-    fn description(&self) -> &'static str {
-        "Create a file, or replace its whole content. Parent directories are created."
-    }
-
-    fn parameters(&self) -> Value {
-        schema::<Args>()
-    }
-
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: Args = parse_args(self.name(), arguments)?;
-            let path = ctx.fence.resolve_write(&args.path)?;
-            within_file_limit(
-                ctx.limits.max_file_size,
-                &ctx.fence.display(&path),
-                args.content.len(),
-            )?;
-            let fence = ctx.fence.clone();
-            let written = path.clone();
-            let output = blocking(move || write(&fence, &path, &args.content)).await?;
-            ctx.record_written(written);
-            Ok(output)
-        })
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = ctx.fence.resolve_write(&args.path)?;
+        within_file_limit(
+            ctx.limits.max_file_size,
+            &ctx.fence.display(&path),
+            args.content.len(),
+        )?;
+        let fence = ctx.fence.clone();
+        let written = path.clone();
+        let output = blocking(move || write(&fence, &path, &args.content)).await?;
+        ctx.record_written(written);
+        Ok(output)
     }
 }
 
