@@ -18,18 +18,9 @@ pub async fn run(mut session: Session<'_>) -> LoopEnd {
 
 async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
     session.open(Prompt::Reviewer, Prompt::ReviewerTask)?;
-    let limits = session.task.limits.clone();
-    let mut turns = 0;
     loop {
-        turns += 1;
-        if turns > limits.max_turns {
-            return verdict_now(session, StopReason::TurnLimit).await;
-        }
-        if limits
-            .max_tokens
-            .is_some_and(|max| session.tokens_spent() >= max)
-        {
-            return verdict_now(session, StopReason::TokenLimit).await;
+        if let Some(limit) = session.next_turn() {
+            return verdict_now(session, limit).await;
         }
         let reply = session.ask(true).await?;
         if reply.tool_calls.is_empty() {

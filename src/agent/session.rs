@@ -55,6 +55,8 @@ pub struct Session<'a> {
     pub cancel: StopSignal,
     /// Every tool call so far, for stagnation.
     history: Vec<String>,
+    /// Model turns begun so far.
+    turns: u32,
 }
 
 impl<'a> Session<'a> {
@@ -72,6 +74,7 @@ impl<'a> Session<'a> {
             transcript,
             cancel,
             history: Vec::new(),
+            turns: 0,
         }
     }
 
@@ -142,8 +145,19 @@ impl<'a> Session<'a> {
                 .all(|pair| pair[0] == pair[1])
     }
 
-    pub fn tokens_spent(&self) -> u64 {
-        self.calls.stats.tokens()
+    /// Begins another model turn, unless a limit says the agent must wrap
+    /// up: the turn limit, or the token limit.
+    pub fn next_turn(&mut self) -> Option<StopReason> {
+        self.turns += 1;
+        let limits = &self.task.limits;
+        if self.turns > limits.max_turns {
+            return Some(StopReason::TurnLimit);
+        }
+        let spent = self.calls.stats.tokens();
+        limits
+            .max_tokens
+            .is_some_and(|max| spent >= max)
+            .then_some(StopReason::TokenLimit)
     }
 
     fn push(&mut self, message: Message) -> Result<(), LoopEnd> {

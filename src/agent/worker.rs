@@ -20,19 +20,10 @@ pub async fn run(mut session: Session<'_>) -> LoopEnd {
 /// The loop proper; `Err` carries an early end (cancel, failure).
 async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
     session.open(Prompt::Worker, Prompt::WorkerTask)?;
-    let limits = session.task.limits.clone();
     let mut reminders = 0;
-    let mut turns = 0;
     loop {
-        turns += 1;
-        if turns > limits.max_turns {
-            return wrap_up(session, StopReason::TurnLimit).await;
-        }
-        if limits
-            .max_tokens
-            .is_some_and(|max| session.tokens_spent() >= max)
-        {
-            return wrap_up(session, StopReason::TokenLimit).await;
+        if let Some(limit) = session.next_turn() {
+            return wrap_up(session, limit).await;
         }
         let reply = session.ask(true).await?;
         if reply.tool_calls.is_empty() {

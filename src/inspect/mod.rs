@@ -24,6 +24,17 @@ pub enum Tone {
     Wrong,
 }
 
+impl Tone {
+    /// Done, else under way, else wrong.
+    fn of(done: bool, underway: bool) -> Tone {
+        match (done, underway) {
+            (true, _) => Tone::Done,
+            (false, true) => Tone::Underway,
+            (false, false) => Tone::Wrong,
+        }
+    }
+}
+
 /// A status as a person reads it: its word, and its tone.
 pub trait Shown {
     fn word(&self) -> &'static str;
@@ -36,15 +47,10 @@ impl Shown for AgentStatus {
     }
 
     fn tone(&self) -> Tone {
-        match self {
-            AgentStatus::Completed => Tone::Done,
-            AgentStatus::Running => Tone::Underway,
-            AgentStatus::Failed
-            | AgentStatus::Timeout
-            | AgentStatus::IdleTimeout
-            | AgentStatus::Terminated
-            | AgentStatus::Error => Tone::Wrong,
-        }
+        Tone::of(
+            *self == AgentStatus::Completed,
+            *self == AgentStatus::Running,
+        )
     }
 }
 
@@ -54,29 +60,23 @@ impl Shown for StepStatus {
     }
 
     fn tone(&self) -> Tone {
-        match self {
-            StepStatus::Completed => Tone::Done,
-            StepStatus::Pending | StepStatus::Running | StepStatus::Reviewing => Tone::Underway,
-            StepStatus::Failed
-            | StepStatus::Skipped
-            | StepStatus::Unreviewed
-            | StepStatus::Replaced
-            | StepStatus::Interrupted => Tone::Wrong,
-        }
+        let underway = [
+            StepStatus::Pending,
+            StepStatus::Running,
+            StepStatus::Reviewing,
+        ];
+        Tone::of(*self == StepStatus::Completed, underway.contains(self))
     }
 }
 
 impl Shown for RunStatus {
-    fn word(&self) -> &'static str {
-        self.as_str()
+    fn tone(&self) -> Tone {
+        let underway = matches!(self, RunStatus::Planning | RunStatus::Running);
+        Tone::of(*self == RunStatus::Completed, underway)
     }
 
-    fn tone(&self) -> Tone {
-        match self {
-            RunStatus::Completed => Tone::Done,
-            RunStatus::Planning | RunStatus::Running => Tone::Underway,
-            RunStatus::Failed | RunStatus::DeadlineExceeded | RunStatus::Interrupted => Tone::Wrong,
-        }
+    fn word(&self) -> &'static str {
+        self.as_str()
     }
 }
 

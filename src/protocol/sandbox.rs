@@ -20,14 +20,7 @@ impl std::str::FromStr for SandboxMode {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "auto" => Ok(SandboxMode::Auto),
-            "required" => Ok(SandboxMode::Required),
-            "off" => Ok(SandboxMode::Off),
-            other => Err(format!(
-                "`{other}` is not a sandbox mode; use auto, required or off"
-            )),
-        }
+        from_word(text, "a sandbox mode; use auto, required or off")
     }
 }
 
@@ -49,15 +42,15 @@ impl std::str::FromStr for ReadScope {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "workspace" => Ok(ReadScope::Workspace),
-            "system" => Ok(ReadScope::System),
-            "all" => Ok(ReadScope::All),
-            other => Err(format!(
-                "`{other}` is not a read scope; use workspace, system or all"
-            )),
-        }
+        from_word(text, "a read scope; use workspace, system or all")
     }
+}
+
+/// `text` as one of the words `T` is written as in the task file, or an
+/// error that says it is not `what`.
+fn from_word<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string()))
+        .map_err(|_| format!("`{text}` is not {what}"))
 }
 
 /// The sandbox part of a task file.

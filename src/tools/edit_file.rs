@@ -16,26 +16,9 @@ use crate::fsutil::read_bounded;
 
 pub(super) struct EditFile;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// File path, relative to the workspace
-    path: String,
-    /// The exact text to replace; it must occur exactly once
-    old_text: String,
-    /// The replacement
-    new_text: String,
-}
-
 impl TypedTool for EditFile {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "edit_file",
-        description: "Replace old_text by new_text in a file. old_text must occur exactly once: copy it exactly, with enough surrounding lines to be unique.",
-        read_only: false,
-        counter: None,
-        changes_workspace: true,
-    };
+    const ABOUT: About = About::changing("edit_file", DESCRIPTION);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = ctx.fence.resolve_write(&args.path)?;
@@ -101,4 +84,19 @@ fn edit(
             "old_text occurs {n} times in {shown}; include more surrounding lines so it matches exactly once"
         ))),
     }
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "Replace old_text by new_text in a file. old_text must occur exactly once: copy it exactly, with enough surrounding lines to be unique.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// File path, relative to the workspace
+    path: String,
+    /// The exact text to replace; it must occur exactly once
+    old_text: String,
+    /// The replacement
+    new_text: String,
 }

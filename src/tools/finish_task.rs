@@ -8,24 +8,9 @@ use super::{About, Finish, ToolContext, ToolError, ToolOutput, TypedTool};
 
 pub(super) struct FinishTask;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// Whether the task was completed
-    success: bool,
-    /// What was done, the files produced, key findings (50-200 words)
-    summary: String,
-}
-
 impl TypedTool for FinishTask {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "finish_task",
-        description: "Report that you are done and exit. success: whether the task was completed; summary: what you did, which files you produced, what you found. You cannot continue after this call.",
-        read_only: false,
-        counter: None,
-        changes_workspace: false,
-    };
+    const ABOUT: About = About::alone("finish_task", DESCRIPTION);
 
     async fn run(&self, args: Args, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let mut output = ToolOutput::ok(
@@ -42,4 +27,17 @@ impl TypedTool for FinishTask {
         });
         Ok(output)
     }
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "Report that you are done and exit. success: whether the task was completed; summary: what you did, which files you produced, what you found. You cannot continue after this call.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// Whether the task was completed
+    success: bool,
+    /// What was done, the files produced, key findings (50-200 words)
+    summary: String,
 }

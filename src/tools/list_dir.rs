@@ -18,23 +18,9 @@ const MAX_ENTRIES: usize = 1000;
 
 pub(super) struct ListDir;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// Directory, relative to the workspace (default .)
-    #[serde(default)]
-    path: Option<String>,
-}
-
 impl TypedTool for ListDir {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "list_dir",
-        description: "List a directory: subdirectories end with /, files show their size. Defaults to the workspace root.",
-        read_only: true,
-        counter: None,
-        changes_workspace: false,
-    };
+    const ABOUT: About = About::reading("list_dir", DESCRIPTION);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = ctx
@@ -86,4 +72,16 @@ fn list(fence: &PathFence, path: &Path) -> Result<ToolOutput, ToolError> {
         out.push_str(&format!("\n[{MAX_ENTRIES} of {total} entries shown]"));
     }
     Ok(ToolOutput::ok(out))
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "List a directory: subdirectories end with /, files show their size. Defaults to the workspace root.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// Directory, relative to the workspace (default .)
+    #[serde(default)]
+    path: Option<String>,
 }

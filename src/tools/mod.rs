@@ -154,6 +154,44 @@ pub struct About {
     pub changes_workspace: bool,
 }
 
+impl About {
+    /// A tool that only reads: it may run beside other reads, and a
+    /// Reviewer gets it.
+    pub const fn reading(name: &'static str, description: &'static str) -> Self {
+        About {
+            name,
+            description,
+            read_only: true,
+            counter: None,
+            changes_workspace: false,
+        }
+    }
+
+    /// A tool that changes the workspace or runs something.
+    pub const fn changing(name: &'static str, description: &'static str) -> Self {
+        About {
+            read_only: false,
+            changes_workspace: true,
+            ..About::reading(name, description)
+        }
+    }
+
+    /// A tool that runs alone and changes nothing (`finish_task`).
+    pub const fn alone(name: &'static str, description: &'static str) -> Self {
+        About {
+            read_only: false,
+            ..About::reading(name, description)
+        }
+    }
+
+    pub const fn counting(self, counter: Counter) -> Self {
+        About {
+            counter: Some(counter),
+            ..self
+        }
+    }
+}
+
 /// A tool as the registry holds it.
 pub trait Tool: Send + Sync {
     fn about(&self) -> About;

@@ -16,30 +16,9 @@ const DEFAULT_LIMIT: usize = 2000;
 
 pub(super) struct ReadFile;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// File path, relative to the workspace
-    path: String,
-    /// First line to read (1-based)
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    offset: Option<usize>,
-    /// How many lines to read
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    limit: Option<usize>,
-}
-
 impl TypedTool for ReadFile {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "read_file",
-        description: "Read a text file. For long files pass offset (1-based first line) and limit (number of lines, default 2000).",
-        read_only: true,
-        counter: Some(Counter::FilesRead),
-        changes_workspace: false,
-    };
+    const ABOUT: About = About::reading("read_file", DESCRIPTION).counting(Counter::FilesRead);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = ctx.fence.resolve_read(&args.path)?;
@@ -113,6 +92,25 @@ fn window(text: &str, shown: &str, offset: usize, limit: usize) -> Result<String
         out.push(']');
     }
     Ok(out)
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "Read a text file. For long files pass offset (1-based first line) and limit (number of lines, default 2000).";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// File path, relative to the workspace
+    path: String,
+    /// First line to read (1-based)
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    offset: Option<usize>,
+    /// How many lines to read
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    limit: Option<usize>,
 }
 
 #[cfg(test)]

@@ -23,29 +23,9 @@ const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 pub(super) struct RunCommand;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// The command line, run by sh -c
-    command: String,
-    /// Kill the command after this many seconds (default 120)
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    timeout_seconds: Option<u64>,
-    /// Working directory, relative to the workspace (default .)
-    #[serde(default)]
-    cwd: Option<String>,
-}
-
 impl TypedTool for RunCommand {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "run_command",
-        description: "Run a shell command (sh -c) in the workspace. Returns the exit code, stdout and stderr. stdin is empty; the command is killed with everything it started when its timeout passes.",
-        read_only: false,
-        counter: Some(Counter::Commands),
-        changes_workspace: true,
-    };
+    const ABOUT: About = About::changing("run_command", DESCRIPTION).counting(Counter::Commands);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let cwd = ctx.fence.resolve_read(args.cwd.as_deref().unwrap_or("."))?;
@@ -192,4 +172,22 @@ impl Capture {
         }
         text
     }
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "Run a shell command (sh -c) in the workspace. Returns the exit code, stdout and stderr. stdin is empty; the command is killed with everything it started when its timeout passes.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// The command line, run by sh -c
+    command: String,
+    /// Kill the command after this many seconds (default 120)
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    timeout_seconds: Option<u64>,
+    /// Working directory, relative to the workspace (default .)
+    #[serde(default)]
+    cwd: Option<String>,
 }

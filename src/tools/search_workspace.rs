@@ -18,29 +18,10 @@ const MAX_LINE_SHOWN: usize = 240;
 
 pub(super) struct SearchWorkspace;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// Regular expression
-    pattern: String,
-    /// Directory or file to search, relative to the workspace (default .)
-    #[serde(default)]
-    path: Option<String>,
-    /// Most matching lines to return (default 100)
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    max_results: Option<usize>,
-}
-
 impl TypedTool for SearchWorkspace {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "search_workspace",
-        description: "Search file contents with a regular expression (Rust regex syntax). Prints path:line: text for each matching line. Skips .git, target and sub_agent_results.",
-        read_only: true,
-        counter: Some(Counter::Searches),
-        changes_workspace: false,
-    };
+    const ABOUT: About =
+        About::reading("search_workspace", DESCRIPTION).counting(Counter::Searches);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let regex = Regex::new(&args.pattern)
@@ -108,4 +89,22 @@ fn readable_text(fence: &PathFence, path: &Path) -> Option<String> {
         return None;
     }
     Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex syntax). Prints path:line: text for each matching line. Skips .git, target and sub_agent_results.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// Regular expression
+    pattern: String,
+    /// Directory or file to search, relative to the workspace (default .)
+    #[serde(default)]
+    path: Option<String>,
+    /// Most matching lines to return (default 100)
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    max_results: Option<usize>,
 }

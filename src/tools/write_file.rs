@@ -12,24 +12,9 @@ use super::{
 
 pub(super) struct WriteFile;
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Args {
-    /// File path, relative to the workspace
-    path: String,
-    /// The complete new content
-    content: String,
-}
-
 impl TypedTool for WriteFile {
     type Args = Args;
-    const ABOUT: About = About {
-        name: "write_file",
-        description: "Create a file, or replace its whole content. Parent directories are created.",
-        read_only: false,
-        counter: None,
-        changes_workspace: true,
-    };
+    const ABOUT: About = About::changing("write_file", DESCRIPTION);
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = ctx.fence.resolve_write(&args.path)?;
@@ -62,4 +47,18 @@ fn write(fence: &PathFence, path: &Path, content: &str) -> Result<ToolOutput, To
         "wrote {} bytes to {shown}",
         content.len()
     )))
+}
+
+/// What the model is told of the tool.
+const DESCRIPTION: &str =
+    "Create a file, or replace its whole content. Parent directories are created.";
+
+/// What the model sends.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    /// File path, relative to the workspace
+    path: String,
+    /// The complete new content
+    content: String,
 }
