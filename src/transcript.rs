@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::Actor;
 use crate::chat::Message;
-use crate::fsutil::{LatestWriter, write_json_atomic};
+use crate::fsutil::{LatestWriter, RecordError, read_json, write_json_atomic};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile};
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
@@ -130,16 +130,8 @@ impl TranscriptWriter {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
-    #[error("cannot read the transcript {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("the transcript {path} is not valid: {source}")]
-    Invalid {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Record(#[from] RecordError),
     #[error("cannot write the transcript {path}: {source}")]
     Write {
         path: PathBuf,
@@ -148,14 +140,7 @@ pub enum TranscriptError {
 }
 
 pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
-    let text = crate::fsutil::read_record(path).map_err(|source| TranscriptError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| TranscriptError::Invalid {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(read_json(path, "the transcript")?)
 }
 
 /// The parent's last word on a transcript whose child is gone: the final
@@ -171,11 +156,7 @@ pub fn seal(
 ) -> Result<(), TranscriptError> {
     let mut doc = match load(path) {
         Ok(doc) => doc,
-        Err(TranscriptError::Read { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            fallback()
-        }
+        Err(TranscriptError::Record(e)) if e.is_missing() => fallback(),
         Err(e) => return Err(e),
     };
     doc.status = status;

@@ -147,10 +147,8 @@ fn write_now(message: &FromChild) {
 }
 
 fn read_task(path: &Path) -> Result<TaskFile, String> {
-    let text = crate::fsutil::read_record(path)
-        .map_err(|e| format!("cannot read the task file {}: {e}", path.display()))?;
-    let task: TaskFile = serde_json::from_str(&text)
-        .map_err(|e| format!("the task file {} is not valid: {e}", path.display()))?;
+    let task: TaskFile =
+        crate::fsutil::read_json(path, "the task file").map_err(|e| e.to_string())?;
     if task.protocol != PROTOCOL_VERSION {
         return Err(format!(
             "the task file {} is for protocol {}, this troupe-agent speaks {PROTOCOL_VERSION}",

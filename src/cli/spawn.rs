@@ -155,15 +155,7 @@ async fn supervise(
 }
 
 fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
-    let text = crate::fsutil::read_record(path).map_err(|e| {
-        UsageError::Said(format!("cannot read the task file {}: {e}", path.display()))
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
-        UsageError::Said(format!(
-            "the task file {} is not valid: {e}",
-            path.display()
-        ))
-    })
+    crate::fsutil::read_json(path, "the task file").map_err(UsageError::of)
 }
 
 fn build_task(

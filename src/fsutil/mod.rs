@@ -9,8 +9,8 @@ mod records;
 pub use latest::LatestWriter;
 
 pub use records::{
-    create_file, is_regular, open_append, read_bounded, read_record, read_tail, write_atomic,
-    write_json_atomic,
+    RecordError, create_file, is_regular, open_append, read_bounded, read_json, read_record,
+    read_tail, write_atomic, write_json_atomic,
 };
 
 use std::path::{Component, Path, PathBuf};

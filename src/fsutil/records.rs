@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
@@ -22,6 +22,7 @@ use nix::fcntl::{OFlag, renameat};
 use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, fsync, unlinkat};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::nofollow;
 
@@ -82,6 +83,44 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     )?;
     nofollow::sole_regular_file(fd.as_fd())?;
     Ok(File::from(fd))
+}
+
+/// A record that could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot read {what} {}: {source}", path.display())]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("{what} {} is not valid: {source}", path.display())]
+    Invalid {
+        what: &'static str,
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+impl RecordError {
+    /// Whether the record is simply not there (yet).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, RecordError::Read { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// The JSON record `path`, which a message calls `what` ("the task file").
+pub fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, RecordError> {
+    let text = read_record(path).map_err(|source| RecordError::Read {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| RecordError::Invalid {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// A record's text.

@@ -126,8 +126,5 @@ pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
 }
 
 pub fn load_run(dir: &Path) -> Result<RunRecord, String> {
-    let path = dir.join("run.json");
-    let text = crate::fsutil::read_record(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not valid: {e}", path.display()))
+    crate::fsutil::read_json(&dir.join("run.json"), "the run record").map_err(|e| e.to_string())
 }

@@ -14,7 +14,8 @@ use futures_util::future::BoxFuture;
 
 use crate::chat::{AgentKey, Message, ToolSpec, Usage};
 
-pub use config::{ModelConfig, ReasoningEcho, build_model};
+pub use config::{ModelConfig, build_model};
+pub use openai::ReasoningEcho;
 
 #[derive(Debug, Clone)]
 pub struct CompletionRequest {
@@ -61,6 +62,17 @@ pub enum LlmError {
 }
 
 impl LlmError {
+    /// An endpoint's error status. 429 and every 5xx are worth retrying;
+    /// other statuses will not change.
+    pub fn status(url: String, status: u16, message: String) -> Self {
+        LlmError::Status {
+            retryable: status == 429 || (500..=599).contains(&status),
+            url,
+            status,
+            message,
+        }
+    }
+
     /// Whether trying the same request again later could succeed.
     pub fn retryable(&self) -> bool {
         match self {

@@ -212,12 +212,7 @@ impl ScriptedModel {
         }
         if let Some(error) = &reply.error {
             let status = reply.status.unwrap_or(500);
-            return Err(LlmError::Status {
-                url: self.source.clone(),
-                status,
-                message: error.clone(),
-                retryable: status == 429 || status >= 500,
-            });
+            return Err(LlmError::status(self.source.clone(), status, error.clone()));
         }
         let tool_calls = reply
             .tool_calls

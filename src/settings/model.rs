@@ -8,8 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Lookup, pick};
-use crate::llm::config::ReasoningEchoChoice;
-use crate::llm::openai::{OpenAiSettings, RetryPolicy};
+use crate::llm::openai::{OpenAiSettings, ReasoningEchoChoice, RetryPolicy};
 use crate::llm::{ModelConfig, ReasoningEcho};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";

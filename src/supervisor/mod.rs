@@ -6,6 +6,7 @@
 //! runs one agent from task file to result object, and `progress` shows it
 //! all to a person on stderr. `plan` parses and checks a Planner's plan.
 
+pub mod child;
 pub mod command;
 pub mod events;
 pub mod interrupt;
@@ -23,9 +24,9 @@ pub mod status;
 pub mod team;
 pub mod violation;
 
+pub use child::{ChildOutcome, ServeLimits};
 pub use command::Hygiene;
 pub use events::{AgentEvent, EventSink};
 pub use progress::Progress;
 pub use result::AgentResult;
-pub use serve::{ChildOutcome, ServeLimits};
 pub use spawn::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};

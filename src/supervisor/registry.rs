@@ -17,7 +17,7 @@ use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{nofollow, read_record, write_json_atomic};
+use crate::fsutil::{nofollow, read_json, write_json_atomic};
 
 const LOCK_FILE: &str = ".subagent.lock";
 const INDEX_DIR: &str = ".agents";
@@ -102,8 +102,7 @@ pub fn is_held(agent_dir: &Path) -> bool {
 
 /// The holder written in `agent_dir`'s lock file, if any.
 pub fn holder(agent_dir: &Path) -> Option<Holder> {
-    let text = read_record(&agent_dir.join(LOCK_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
+    read_json(&agent_dir.join(LOCK_FILE), "the lock file").ok()
 }
 
 /// The lock file, reached without a link; it must be a regular file with
@@ -134,9 +133,8 @@ pub fn index(results: &Path, id: &str, agent_dir: &Path) -> Result<(), RegistryE
 
 /// The directory of agent `id`: from the index, else the default place.
 pub fn agent_dir(results: &Path, id: &str) -> PathBuf {
-    let indexed = read_record(&results.join(INDEX_DIR).join(format!("{id}.json")))
-        .ok()
-        .and_then(|text| serde_json::from_str::<IndexEntry>(&text).ok());
+    let path = results.join(INDEX_DIR).join(format!("{id}.json"));
+    let indexed: Option<IndexEntry> = read_json(&path, "the agent index").ok();
     match indexed {
         Some(entry) => entry.agent_dir,
         None => results.join(format!("agent_{id}")),

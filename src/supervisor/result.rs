@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::serve::ChildOutcome;
+use super::child::ChildOutcome;
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile, display_in};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

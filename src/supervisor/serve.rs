@@ -7,9 +7,7 @@
 //! period while still reading what the child says, then kills its whole
 //! session and confirms it is gone.
 
-use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -17,78 +15,19 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
-use super::events::{AgentEvent, EventSink};
-use super::result::AgentTimings;
+use super::child::{ChildOutcome, ChildRun};
+use super::events::AgentEvent;
 use super::served::Served;
 use super::session;
 use super::violation::Violation;
-use crate::chat::AgentKey;
 use crate::deadline::after_tokio;
-use crate::llm::ChatModel;
-use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, CancelReason, FinishReport, LineReader, ToChild,
-    VerdictReport, encode_line,
-};
-use crate::signal::StopSignal;
+use crate::protocol::{AgentStatus, CancelReason, LineReader, ToChild, encode_line};
 
 /// After the child exits, how long to keep reading lines still in the pipe
 /// (a stray grandchild may hold it open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
 /// How long to keep killing a session's stragglers before giving up.
 const KILL_PATIENCE: Duration = Duration::from_secs(3);
-
-#[derive(Debug, Clone)]
-pub struct ServeLimits {
-    pub timeout: Duration,
-    /// No line from the child for this long, while no model request of its
-    /// is pending, means it is hung.
-    pub idle_timeout: Option<Duration>,
-    pub kill_grace: Duration,
-    pub line_cap: usize,
-    /// The child must say `hello` within this long of its start (through
-    /// a launcher, a queue may stand between).
-    pub launch_timeout: Duration,
-}
-
-/// Everything about the child besides its command.
-pub struct ChildRun<'a> {
-    /// How the agent is named in events.
-    pub name: &'a str,
-    pub key: AgentKey,
-    /// What the child was started as, which decides what it may report.
-    pub role: AgentRole,
-    /// The most model answers the child may ask for: its turn limit and
-    /// the wrap-up after it.
-    pub max_requests: u32,
-    pub model: Arc<dyn ChatModel>,
-    pub limits: ServeLimits,
-    pub events: &'a dyn EventSink,
-    /// The child's stderr log, quoted when it dies without a word.
-    pub stderr_log: PathBuf,
-    /// Stops the child from outside (the run's deadline): cancel, grace,
-    /// kill, status `terminated`.
-    pub stop: StopSignal,
-    /// The launcher the child was started through, as the user wrote it.
-    pub launcher: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct ChildOutcome {
-    pub status: AgentStatus,
-    pub finish: Option<FinishReport>,
-    pub verdict: Option<VerdictReport>,
-    /// Why the child did not end normally.
-    pub error: Option<String>,
-    /// The child's counters, with the runtime and tokens as the parent
-    /// measured them (they hold even when the child was killed).
-    pub stats: AgentStats,
-    pub pid: Option<u32>,
-    /// Tool calls that changed something (write_file, edit_file,
-    /// run_command) and succeeded: the evidence behind a claim of success.
-    pub changing_calls: u32,
-    /// Where the time outside the agent's own work went.
-    pub timings: AgentTimings,
-}
 
 enum Ending {
     /// The child closed its stdout.

@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::child::{ChildOutcome, ChildRun};
 use super::events::AgentEvent;
 use super::result::AgentTimings;
-use super::serve::{ChildOutcome, ChildRun};
 use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError};

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use nix::errno::Errno;
 use nix::fcntl::renameat;
 
+use super::child::{ChildOutcome, ChildRun, ServeLimits};
 use super::command::{ChildSpec, Hygiene, child_command};
 use super::events::EventSink;
 use super::launcher::{LaunchVars, Launcher};
 use super::result::AgentResult;
-use super::serve::{ChildOutcome, ChildRun, ServeLimits, serve};
+use super::serve::serve;
 use crate::fsutil::{deliverable_files, nofollow, write_json_atomic};
 use crate::llm::ChatModel;
 use crate::protocol::{AgentLimits, AgentStatus, SandboxSettings, TaskFile};

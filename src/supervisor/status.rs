@@ -55,8 +55,7 @@ impl StatusFile {
     }
 
     pub fn load(task_dir: &std::path::Path) -> Option<StatusFile> {
-        let text = crate::fsutil::read_record(&task_dir.join("status.json")).ok()?;
-        serde_json::from_str(&text).ok()
+        crate::fsutil::read_json(&task_dir.join("status.json"), "the status file").ok()
     }
 }
 

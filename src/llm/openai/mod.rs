@@ -5,6 +5,7 @@
 //! live here, in the one process that talks to the endpoint, so a whole run
 //! shares one policy and one connection pool.
 
+mod echo;
 mod retry;
 mod wire;
 
@@ -16,8 +17,9 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 use crate::text::excerpt;
 
-use super::{ChatModel, Completion, CompletionRequest, LlmError, ReasoningEcho};
+use super::{ChatModel, Completion, CompletionRequest, LlmError};
 
+pub use echo::{ReasoningEcho, ReasoningEchoChoice};
 pub use retry::RetryPolicy;
 
 #[derive(Debug, Clone)]
@@ -129,12 +131,7 @@ impl OpenAiClient {
                 .push_str(" (check the API key: --api-key-env names the variable that holds it)");
         }
         Failure {
-            error: LlmError::Status {
-                url: self.url.clone(),
-                status,
-                message,
-                retryable: retry::status_is_retryable(status),
-            },
+            error: LlmError::status(self.url.clone(), status, message),
             retry_after: retry::retry_after(headers),
         }
     }

@@ -45,11 +45,6 @@ impl RetryPolicy {
     }
 }
 
-/// 429 and every 5xx are worth retrying; other statuses will not change.
-pub fn status_is_retryable(status: u16) -> bool {
-    status == 429 || (500..=599).contains(&status)
-}
-
 /// The wait a `Retry-After` header asks for: seconds, or an HTTP date.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::chat::{Message, Role, ToolCall, ToolSpec, Usage};
 
-use super::super::config::ReasoningEcho;
+use super::echo::ReasoningEcho;
 
 /// The request body.
 #[derive(Debug, Serialize)]

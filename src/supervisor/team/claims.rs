@@ -7,8 +7,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::AgentRecord;
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     pub success_claimed: bool,
@@ -22,20 +20,32 @@ pub struct Claims {
     pub suspicious: bool,
 }
 
-pub fn check(workspace: &Path, worker: &AgentRecord) -> Claims {
-    let success_claimed = worker.success_claimed;
-    let listed = worker.deliverables_files.clone();
+/// What a worker claims: success or not, the files it lists, and how
+/// many calls it made that changed something.
+pub struct Claimed<'a> {
+    pub success: bool,
+    pub files: &'a [String],
+    pub changing_calls: u32,
+}
+
+/// The claims against the disk. A listed file counts as there only inside
+/// the workspace, whatever the worker wrote as its path.
+pub fn check(workspace: &Path, claimed: Claimed<'_>) -> Claims {
+    let listed = claimed.files.to_vec();
     let missing: Vec<String> = listed
         .iter()
-        .filter(|file| !workspace.join(file).exists())
+        .filter(|file| {
+            let path = crate::fsutil::normalize(&workspace.join(file));
+            !(path.starts_with(workspace) && path.symlink_metadata().is_ok())
+        })
         .cloned()
         .collect();
-    let suspicious = success_claimed && (worker.changing_calls == 0 || !missing.is_empty());
+    let suspicious = claimed.success && (claimed.changing_calls == 0 || !missing.is_empty());
     Claims {
-        success_claimed,
+        success_claimed: claimed.success,
         listed,
         missing,
-        changing_calls: worker.changing_calls,
+        changing_calls: claimed.changing_calls,
         suspicious,
     }
 }

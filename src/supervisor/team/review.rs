@@ -7,94 +7,76 @@
 use super::briefs::review_brief;
 use super::claims::Claims;
 use super::record::AgentRecord;
-use super::step::{StartError, Step, StepEvent};
-use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
+use super::step::{ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
+use crate::protocol::{AgentRole, AgentStatus};
 
-/// How one reviewer ended, for the owner's record.
-#[derive(Debug, Clone)]
-pub enum ReviewOutcome {
-    Approved(VerdictReport),
-    Rejected(VerdictReport),
-    /// The review failed as a system, for this reason.
-    Failed(String),
-    /// The run stopped the reviewer (its deadline, Ctrl-C).
-    Stopped(String),
-}
-
-/// How the review of an attempt ended.
-pub(super) enum ReviewEnd {
-    Approved,
-    Rejected(VerdictReport),
-    /// Both tries failed as a system; the last reason.
-    Failed(String),
-    /// The run stopped, or its budget ran out, before a verdict.
-    Stopped(String),
-}
-
-pub(super) async fn review(
-    step: &Step<'_>,
-    attempt: u32,
-    worker: &AgentRecord,
-    claims: &Claims,
-) -> ReviewEnd {
-    let ctx = step.ctx();
-    let brief = review_brief(
-        ctx.prompts_dir.as_deref(),
-        &ctx.goal,
-        step.record(),
-        attempt,
-        worker,
-        claims,
-    );
-    let brief = match brief {
-        Ok(brief) => brief,
-        Err(e) => return ReviewEnd::Failed(format!("cannot write the reviewer's brief: {e}")),
-    };
-    let mut last_failure = String::new();
-    for review in 1..=2u32 {
-        let name = if review == 1 {
-            format!("review-{attempt}")
-        } else {
-            format!("review-{attempt}-{review}")
-        };
-        let dir = step.dir(&name);
-        let ran = step
-            .agent(
-                attempt,
-                AgentRole::Reviewer,
-                review,
-                dir.clone(),
-                brief.clone(),
-            )
-            .await;
-        let (record, outcome) = match ran {
-            Ok(record) => {
-                let outcome = judge(&record);
-                (record, outcome)
-            }
-            Err(e @ (StartError::Stopped(_) | StartError::Budget(_))) => {
-                return ReviewEnd::Stopped(e.to_string());
-            }
-            Err(e) => {
-                let record = AgentRecord::not_run(ctx.show(&dir), &e);
-                let why = format!("the reviewer could not run: {e}");
-                (record, ReviewOutcome::Failed(why))
-            }
-        };
-        step.send(StepEvent::ReviewFinished {
+impl Step<'_> {
+    /// The review of `attempt`, whose worker reported `worker`.
+    pub(super) async fn review(
+        &self,
+        attempt: u32,
+        worker: &AgentRecord,
+        claims: &Claims,
+    ) -> ReviewEnd {
+        let ctx = self.ctx();
+        let brief = review_brief(
+            ctx.prompts_dir.as_deref(),
+            &ctx.goal,
+            self.record(),
             attempt,
-            review,
-            record,
-            outcome: outcome.clone(),
-        });
-        match outcome {
-            ReviewOutcome::Approved(_) => return ReviewEnd::Approved,
-            ReviewOutcome::Rejected(verdict) => return ReviewEnd::Rejected(verdict),
-            ReviewOutcome::Stopped(reason) => return ReviewEnd::Stopped(reason),
-            ReviewOutcome::Failed(reason) => last_failure = reason,
+            worker,
+            claims,
+        );
+        let brief = match brief {
+            Ok(brief) => brief,
+            Err(e) => return ReviewEnd::Failed(format!("cannot write the reviewer's brief: {e}")),
+        };
+        let mut last_failure = String::new();
+        for review in 1..=2u32 {
+            let name = if review == 1 {
+                format!("review-{attempt}")
+            } else {
+                format!("review-{attempt}-{review}")
+            };
+            let dir = self.dir(&name);
+            let ran = self
+                .agent(
+                    attempt,
+                    AgentRole::Reviewer,
+                    review,
+                    dir.clone(),
+                    brief.clone(),
+                )
+                .await;
+            let (record, outcome) = match ran {
+                Ok(record) => {
+                    let outcome = judge(&record);
+                    (record, outcome)
+                }
+                Err(e @ (StartError::Stopped(_) | StartError::Budget(_))) => {
+                    return ReviewEnd::Stopped(e.to_string());
+                }
+                Err(e) => {
+                    let record = AgentRecord::not_run(ctx.show(&dir), &e);
+                    let why = format!("the reviewer could not run: {e}");
+                    (record, ReviewOutcome::Failed(why))
+                }
+            };
+            self.send(StepEvent::ReviewFinished {
+                attempt,
+                review,
+                record,
+                outcome: outcome.clone(),
+            });
+            match outcome {
+                ReviewOutcome::Approved(_) => return ReviewEnd::Approved,
+                ReviewOutcome::Rejected(verdict) => return ReviewEnd::Rejected(verdict),
+                ReviewOutcome::Stopped(reason) => return ReviewEnd::Stopped(reason),
+                ReviewOutcome::Failed(reason) => last_failure = reason,
+            }
         }
+        ReviewEnd::Failed(last_failure)
     }
-    ReviewEnd::Failed(last_failure)
 }
 
 /// What a reviewer's end means for the step.

@@ -14,10 +14,9 @@ use std::path::PathBuf;
 use tokio::sync::mpsc;
 
 use super::briefs::{Delivered, worker_brief};
-use super::claims::{self, Claims};
+use super::claims::{self, Claimed, Claims};
 use super::context::RunContext;
 use super::record::{AgentRecord, StepRecord};
-use super::review::{ReviewEnd, ReviewOutcome, review};
 use super::runner::AgentRequest;
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 use crate::supervisor::SpawnError;
@@ -65,6 +64,27 @@ pub enum StepEvent {
     Retrying {
         attempt: u32,
     },
+}
+
+/// How one reviewer ended, for the owner's record.
+#[derive(Debug, Clone)]
+pub enum ReviewOutcome {
+    Approved(VerdictReport),
+    Rejected(VerdictReport),
+    /// The review failed as a system, for this reason.
+    Failed(String),
+    /// The run stopped the reviewer (its deadline, Ctrl-C).
+    Stopped(String),
+}
+
+/// How the review of an attempt ended.
+pub(super) enum ReviewEnd {
+    Approved,
+    Rejected(VerdictReport),
+    /// Both tries failed as a system; the last reason.
+    Failed(String),
+    /// The run stopped, or its budget ran out, before a verdict.
+    Stopped(String),
 }
 
 /// Where a step sends its events: its id with each.
@@ -149,12 +169,17 @@ impl Step<'_> {
                     why: excerpt(why, 300),
                 });
             }
-            let claims = claims::check(&self.ctx.workspace, &worker);
+            let claimed = Claimed {
+                success: worker.success_claimed,
+                files: &worker.deliverables_files,
+                changing_calls: worker.changing_calls,
+            };
+            let claims = claims::check(&self.ctx.workspace, claimed);
             self.send(StepEvent::ClaimsChecked {
                 attempt,
                 claims: claims.clone(),
             });
-            let verdict = match review(self, attempt, &worker, &claims).await {
+            let verdict = match self.review(attempt, &worker, &claims).await {
                 ReviewEnd::Approved => return StepEnd::Completed,
                 ReviewEnd::Rejected(verdict) => verdict,
                 ReviewEnd::Failed(reason) => {
