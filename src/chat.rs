@@ -189,7 +189,8 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
-/// Tokens spent, as counted by the provider.
+/// Tokens spent, as counted by the provider, or estimated from the text
+/// where the provider said nothing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     #[serde(default)]
@@ -198,6 +199,9 @@ pub struct Usage {
     pub completion: u64,
     #[serde(default)]
     pub total: u64,
+    /// Some of these tokens are troupe's estimate, not the provider's count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
@@ -206,6 +210,17 @@ impl Usage {
             prompt,
             completion,
             total: prompt + completion,
+            estimated: false,
+        }
+    }
+
+    /// Tokens guessed from text, about four characters each: enough for a
+    /// budget to hold where an endpoint reports no usage.
+    pub fn estimate(prompt_chars: usize, completion_chars: usize) -> Self {
+        let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
+        Usage {
+            estimated: true,
+            ..Usage::new(tokens(prompt_chars), tokens(completion_chars))
         }
     }
 
@@ -213,5 +228,6 @@ impl Usage {
         self.prompt += other.prompt;
         self.completion += other.completion;
         self.total += other.total;
+        self.estimated |= other.estimated;
     }
 }

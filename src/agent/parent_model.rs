@@ -15,7 +15,9 @@ use tokio::sync::oneshot;
 use super::outbox::Outbox;
 
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
-use crate::protocol::{DEFAULT_LINE_CAP, FromChild, LineReader, ToChild, decode_line};
+use crate::protocol::{
+    DEFAULT_LINE_CAP, FromChild, LineReader, ModelFailure, ToChild, decode_line,
+};
 use crate::signal::StopSignal;
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, LlmError>>>>>;
@@ -49,6 +51,7 @@ impl ParentModel {
             id,
             messages: request.messages,
             tools: request.tools,
+            schema: request.schema,
         });
         rx.await.unwrap_or(Err(pipe_closed()))
     }
@@ -78,17 +81,25 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
             continue;
         }
         match decode_line::<ToChild>(&line) {
-            Ok(ToChild::LlmResponse { id, message, usage }) => {
-                answer(&waiting, id, Ok(Completion { message, usage }));
+            Ok(ToChild::LlmResponse {
+                id,
+                message,
+                usage,
+                truncated,
+            }) => {
+                let completion = Completion {
+                    message,
+                    usage,
+                    truncated,
+                };
+                answer(&waiting, id, Ok(completion));
             }
             Ok(ToChild::LlmError {
                 id,
                 message,
                 retryable,
-            }) => {
-                let message = format!("the model request failed in the parent: {message}");
-                answer(&waiting, id, Err(LlmError::Relay { message, retryable }));
-            }
+                kind,
+            }) => answer(&waiting, id, Err(relayed(message, retryable, kind))),
             Ok(ToChild::Cancel { reason }) => cancel.trigger(reason.as_str()),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
@@ -100,6 +111,20 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
     cancel.trigger("the parent closed the pipe");
     if let Ok(mut waiting) = waiting.lock() {
         waiting.clear();
+    }
+}
+
+/// A failure the parent reported, as the agent's model error.
+fn relayed(message: String, retryable: bool, kind: ModelFailure) -> LlmError {
+    match kind {
+        ModelFailure::ContextExceeded => LlmError::ContextExceeded {
+            url: "the parent's model".to_string(),
+            message,
+        },
+        ModelFailure::Other => LlmError::Relay {
+            message: format!("the model request failed in the parent: {message}"),
+            retryable,
+        },
     }
 }
 

@@ -99,15 +99,16 @@ impl<'a> Session<'a> {
 
     /// One model turn, recorded. `Err` on cancel or model failure.
     pub async fn ask(&mut self, with_tools: bool) -> Result<Message, LoopEnd> {
-        let request = CompletionRequest {
-            agent: self.task.agent_key(),
-            messages: self.transcript.messages().to_vec(),
-            tools: if with_tools {
-                self.calls.registry.specs()
-            } else {
-                Vec::new()
-            },
+        let tools = if with_tools {
+            self.calls.registry.specs()
+        } else {
+            Vec::new()
         };
+        let request = CompletionRequest::new(
+            self.task.agent_key(),
+            self.transcript.messages().to_vec(),
+            tools,
+        );
         let completion = self
             .cancel
             .race(self.model.complete(request))

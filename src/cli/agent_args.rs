@@ -103,12 +103,12 @@ pub struct AgentArgs {
 impl AgentArgs {
     /// Every agent's settings: these flags, then the environment and the
     /// config file (`sources`). `results` is where the agents' records go,
-    /// and `api_key_env` the variable no agent may be given.
+    /// and `api_key_envs` the variables no agent may be given.
     pub fn settings(
         &self,
         sources: &dyn Lookup,
         results: &Path,
-        api_key_env: &str,
+        api_key_envs: &[String],
         max_tokens: Option<u64>,
     ) -> Result<AgentSettings, UsageError> {
         let prompts_dir: Option<PathBuf> =
@@ -121,7 +121,7 @@ impl AgentArgs {
         Ok(AgentSettings {
             program: super::agent_program(agent_bin.as_deref())?,
             serve: self.serve_limits(),
-            hygiene: self.hygiene(api_key_env)?,
+            hygiene: self.hygiene(api_key_envs)?,
             limits: self.agent_limits(max_tokens),
             sandbox: self.sandbox(sources)?,
             prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
@@ -156,13 +156,13 @@ impl AgentArgs {
         }
     }
 
-    /// The environment every child gets. Passing the variable that holds
-    /// the API key is refused: only the parent may hold it.
-    fn hygiene(&self, api_key_env: &str) -> Result<Hygiene, UsageError> {
+    /// The environment every child gets. Passing a variable that holds an
+    /// API key is refused: only the parent may hold it.
+    fn hygiene(&self, api_key_envs: &[String]) -> Result<Hygiene, UsageError> {
         if let Some(name) = self
             .pass_env
             .iter()
-            .find(|name| name.as_str() == api_key_env)
+            .find(|name| api_key_envs.contains(name))
         {
             return Err(UsageError::Said(format!(
                 "--pass-env {name} would hand the API key to the agents; only troupe itself talks to the model"

@@ -27,6 +27,33 @@ struct ConfigFile {
     allow_read: Option<Vec<PathBuf>>,
     agent_bin: Option<PathBuf>,
     prompts_dir: Option<PathBuf>,
+    max_output_tokens: Option<u32>,
+    temperature: Option<f32>,
+    context_window: Option<u32>,
+    structured: Option<String>,
+    /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
+    #[serde(default)]
+    roles: std::collections::BTreeMap<Role, RoleConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    Planner,
+    Worker,
+    Reviewer,
+}
+
+/// One role's model, where it is not the shared one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleConfig {
+    model: Option<String>,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    max_output_tokens: Option<u32>,
+    temperature: Option<f32>,
+    context_window: Option<u32>,
 }
 
 /// The environment, then the config file.
@@ -86,10 +113,44 @@ impl Sources {
             ),
             "TROUPE_AGENT_BIN" => ("agent_bin", f.agent_bin.as_ref().map(path)),
             "TROUPE_PROMPTS_DIR" => ("prompts_dir", f.prompts_dir.as_ref().map(path)),
-            _ => return None,
+            "TROUPE_MAX_OUTPUT_TOKENS" => ("max_output_tokens", text(f.max_output_tokens)),
+            "TROUPE_TEMPERATURE" => ("temperature", text(f.temperature)),
+            "TROUPE_CONTEXT_WINDOW" => ("context_window", text(f.context_window)),
+            "TROUPE_STRUCTURED" => ("structured", f.structured.clone()),
+            _ => return self.role_value(env),
         };
         value.map(|value| (key, value))
     }
+}
+
+impl Sources {
+    /// `TROUPE_<ROLE>_<KEY>` from the file's `[roles.<role>]`.
+    fn role_value(&self, env: &str) -> Option<(&'static str, String)> {
+        let rest = env.strip_prefix("TROUPE_")?;
+        let (role, key) = [
+            ("PLANNER_", Role::Planner),
+            ("WORKER_", Role::Worker),
+            ("REVIEWER_", Role::Reviewer),
+        ]
+        .into_iter()
+        .find_map(|(prefix, role)| rest.strip_prefix(prefix).map(|key| (role, key)))?;
+        let r = self.file.roles.get(&role)?;
+        let (name, value) = match key {
+            "MODEL" => ("model", r.model.clone()),
+            "BASE_URL" => ("base_url", r.base_url.clone()),
+            "API_KEY_ENV" => ("api_key_env", r.api_key_env.clone()),
+            "MAX_OUTPUT_TOKENS" => ("max_output_tokens", text(r.max_output_tokens)),
+            "TEMPERATURE" => ("temperature", text(r.temperature)),
+            "CONTEXT_WINDOW" => ("context_window", text(r.context_window)),
+            _ => return None,
+        };
+        value.map(|value| (name, value))
+    }
+}
+
+/// A number from the file as the text a flag would have.
+fn text<T: ToString>(value: Option<T>) -> Option<String> {
+    value.map(|v| v.to_string())
 }
 
 impl Lookup for Sources {

@@ -70,7 +70,7 @@ enum Command {
     /// summary table. Records go to <workspace>/sub_agent_results/<run_id>/.
     /// Exit codes: 0 every step completed and approved, 1 failed or skipped
     /// steps, 2 bad usage or an invalid plan, 124 the --deadline passed.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Ask the Planner for a plan and print it (or write it with -o), to
     /// review or edit before `troupe run --plan`.
     Plan(plan::PlanArgs),
@@ -95,7 +95,7 @@ enum Command {
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
     /// agent's files and transcript stay in its deliverables directory.
-    Spawn(spawn::SpawnArgs),
+    Spawn(Box<spawn::SpawnArgs>),
 }
 
 pub fn main() -> ExitCode {
@@ -128,8 +128,8 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Spawn(args) => spawn::run(args, &sources).await,
-            Command::Run(args) => run::run(args, &sources).await,
+            Command::Spawn(args) => spawn::run(*args, &sources).await,
+            Command::Run(args) => run::run(*args, &sources).await,
             Command::Plan(args) => plan::plan(args, &sources).await,
             Command::Validate(args) => plan::validate(args),
             Command::Status(args) => agents::status(args),

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::UsageError;
 use super::config::Sources;
+use crate::chat::Actor;
 use crate::llm::build_model;
 use crate::settings::model::ModelFlags;
 use crate::settings::pick;
@@ -61,7 +62,10 @@ pub struct ValidateArgs {
 }
 
 pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
+    let model_config = args
+        .model
+        .resolve_single(Actor::Planner, sources)
+        .map_err(UsageError::Said)?;
     let model = build_model(&model_config).map_err(UsageError::of)?;
     let prompts_dir: Option<PathBuf> =
         pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError::Said)?;

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -10,10 +11,13 @@ use super::UsageError;
 use super::agent_args::AgentArgs;
 use super::config::Sources;
 use super::plan::read_plan_file;
-use crate::llm::build_model;
-use crate::settings::model::ModelFlags;
+use crate::chat::Actor;
+use crate::llm::{ChatModel, build_model};
+use crate::settings::model::{ModelFlags, RoleFlags};
 use crate::supervisor::plan::Plan;
-use crate::supervisor::team::{Start, TeamConfig, TeamError, TeamSettings, find_run, run_team};
+use crate::supervisor::team::{
+    RoleModel, Start, TeamConfig, TeamError, TeamModels, TeamSettings, find_run, run_team,
+};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -62,6 +66,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub model: ModelFlags,
+
+    #[command(flatten)]
+    pub roles: RoleFlags,
 }
 
 #[derive(Debug, Args)]
@@ -100,8 +107,19 @@ pub struct TeamArgs {
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
-    let api_key_env = args.model.api_key_env(sources);
+    let roles = [Actor::Planner, Actor::Worker, Actor::Reviewer].map(|role| {
+        args.model
+            .resolve_role(role, &args.roles, sources)
+            .map_err(UsageError::Said)
+    });
+    let [planner, worker, reviewer] = roles;
+    let roles = [planner?, worker?, reviewer?];
+    let api_key_envs: Vec<String> = roles.iter().map(|r| r.api_key_env.clone()).collect();
+    let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();
+    notices.dedup();
+    for notice in notices {
+        eprintln!("troupe: {notice}");
+    }
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     std::fs::create_dir_all(&args.workspace)
         .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", args.workspace.display())))?;
@@ -123,7 +141,9 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let config = TeamConfig {
         start,
         workspace,
-        agents: args.agent.settings(sources, &results, &api_key_env, None)?,
+        agents: args
+            .agent
+            .settings(sources, &results, &api_key_envs, None)?,
         team: TeamSettings {
             max_parallel: args.team.max_parallel as usize,
             max_retries: args.team.max_retries,
@@ -136,15 +156,44 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         },
         json: args.json,
     };
-    let model = build_model(&model_config).map_err(UsageError::of)?;
-    let outcome = run_team(config, model).await.map_err(|e| match e {
-        TeamError::Resume(e) => anyhow::Error::from(UsageError::of(e)),
-        other => anyhow::Error::from(other),
-    })?;
+    let outcome = run_team(config, team_models(roles)?)
+        .await
+        .map_err(|e| match e {
+            TeamError::Resume(e) => anyhow::Error::from(UsageError::of(e)),
+            other => anyhow::Error::from(other),
+        })?;
     if let Some(command) = &args.on_finish {
         crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }
     Ok(ExitCode::from(outcome.exit_code))
+}
+
+/// One client per distinct model configuration: roles that share an
+/// endpoint and settings share its connections and what it learned (that
+/// it refuses response_format, say).
+fn team_models(roles: [crate::settings::model::RoleModel; 3]) -> Result<TeamModels, UsageError> {
+    let mut built: Vec<(String, Arc<dyn ChatModel>)> = Vec::new();
+    let mut model_of = |role: &crate::settings::model::RoleModel| {
+        let key = format!("{:?}", role.config);
+        if let Some((_, model)) = built.iter().find(|(k, _)| *k == key) {
+            return Ok(model.clone());
+        }
+        let model = build_model(&role.config).map_err(UsageError::of)?;
+        built.push((key, model.clone()));
+        Ok::<_, UsageError>(model)
+    };
+    let [planner, worker, reviewer] = roles;
+    Ok(TeamModels {
+        planner: model_of(&planner)?,
+        workers: RoleModel {
+            model: model_of(&worker)?,
+            context_window: worker.context_window,
+        },
+        reviewers: RoleModel {
+            model: model_of(&reviewer)?,
+            context_window: reviewer.context_window,
+        },
+    })
 }
 
 /// The goal from the arguments, its file, or the plan's summary.

@@ -93,7 +93,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let settings = args
         .agent
-        .settings(sources, &results, &api_key_env, args.max_tokens)?;
+        .settings(sources, &results, &[api_key_env], args.max_tokens)?;
     if let Some(task_path) = &args.supervise {
         let task = load_task(task_path)?;
         return supervise(&args, &settings, model_config, task, true).await;

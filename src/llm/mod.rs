@@ -10,6 +10,9 @@ pub mod config;
 pub mod openai;
 pub mod scripted;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use futures_util::future::BoxFuture;
 
 use crate::chat::{AgentKey, Message, ToolSpec, Usage};
@@ -22,6 +25,23 @@ pub struct CompletionRequest {
     pub agent: AgentKey,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+    /// A JSON Schema the answer should follow, where the endpoint can
+    /// constrain it (`response_format`); the answer is still checked.
+    pub schema: Option<serde_json::Value>,
+    /// Told of each retry, so that a person sees a model that struggles.
+    pub on_retry: Option<RetryObserver>,
+}
+
+impl CompletionRequest {
+    pub fn new(agent: AgentKey, messages: Vec<Message>, tools: Vec<ToolSpec>) -> Self {
+        CompletionRequest {
+            agent,
+            messages,
+            tools,
+            schema: None,
+            on_retry: None,
+        }
+    }
 }
 
 /// The model's turn: an assistant message and what it cost.
@@ -29,6 +49,30 @@ pub struct CompletionRequest {
 pub struct Completion {
     pub message: Message,
     pub usage: Usage,
+    /// The answer hit its length limit (`finish_reason: length`) and was
+    /// cut off.
+    pub truncated: bool,
+}
+
+/// One retry of a model request, for a progress line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retrying {
+    /// The attempt that failed, from 1.
+    pub attempt: u32,
+    /// How many attempts there may be in all.
+    pub of: u32,
+    pub reason: String,
+    pub wait: Duration,
+}
+
+/// What is told of every retry.
+#[derive(Clone)]
+pub struct RetryObserver(pub Arc<dyn Fn(&Retrying) + Send + Sync>);
+
+impl std::fmt::Debug for RetryObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RetryObserver")
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -52,6 +96,9 @@ pub enum LlmError {
         reason: String,
         excerpt: String,
     },
+    /// The conversation no longer fits the model's context window.
+    #[error("{url} says the conversation is too long for the model's context: {message}")]
+    ContextExceeded { url: String, message: String },
     /// The scripted model has no answer for this agent.
     #[error("{0}")]
     Script(String),
@@ -63,8 +110,14 @@ pub enum LlmError {
 
 impl LlmError {
     /// An endpoint's error status. 429 and every 5xx are worth retrying;
-    /// other statuses will not change.
+    /// other statuses will not change. A refusal in the words providers use
+    /// for a conversation too long for the model is `ContextExceeded`.
     pub fn status(url: String, status: u16, message: String) -> Self {
+        let lower = message.to_ascii_lowercase();
+        let too_long = CONTEXT_WORDING.iter().any(|words| lower.contains(words));
+        if matches!(status, 400 | 413 | 422) && too_long {
+            return LlmError::ContextExceeded { url, message };
+        }
         LlmError::Status {
             retryable: status == 429 || (500..=599).contains(&status),
             url,
@@ -78,10 +131,25 @@ impl LlmError {
         match self {
             LlmError::Status { retryable, .. } | LlmError::Relay { retryable, .. } => *retryable,
             LlmError::Transport { .. } => true,
-            LlmError::Malformed { .. } | LlmError::Script(_) => false,
+            LlmError::Malformed { .. } | LlmError::Script(_) | LlmError::ContextExceeded { .. } => {
+                false
+            }
         }
     }
 }
+
+/// How OpenAI, DeepSeek, Mistral, SGLang, vLLM and llama.cpp say that a
+/// conversation is longer than the model's context.
+const CONTEXT_WORDING: &[&str] = &[
+    "context length",
+    "context_length",
+    "context window",
+    "context size",
+    "exceed_context",
+    "maximum context",
+    "prompt is too long",
+    "too many tokens",
+];
 
 /// A chat model. Object-safe so the parent can hold whichever one the
 /// configuration names.

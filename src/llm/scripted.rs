@@ -72,6 +72,9 @@ struct Reply {
     error: Option<String>,
     #[serde(default)]
     status: Option<u16>,
+    /// `length` makes the answer one cut at its limit.
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -232,6 +235,7 @@ impl ScriptedModel {
             .map(|u| Usage::new(u.prompt, u.completion))
             .unwrap_or_default();
         Ok(Completion {
+            truncated: reply.finish_reason.as_deref() == Some("length"),
             message: Message {
                 role: Role::Assistant,
                 content: reply.content.clone(),

@@ -41,6 +41,24 @@ impl std::fmt::Display for AgentRole {
     }
 }
 
+/// A model failure the child can do something about.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelFailure {
+    /// The conversation is too long for the model: compact it.
+    ContextExceeded,
+    /// Nothing to do but report it.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+impl ModelFailure {
+    fn is_other(&self) -> bool {
+        *self == ModelFailure::Other
+    }
+}
+
 /// Why the parent cancels a child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -199,6 +217,9 @@ pub enum FromChild {
         messages: Vec<Message>,
         #[serde(default)]
         tools: Vec<ToolSpec>,
+        /// A JSON Schema the answer should follow (the reviewer's verdict).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Value>,
     },
     /// A tool is about to run (progress only).
     ToolCall {
@@ -275,6 +296,9 @@ pub enum ToChild {
         message: Message,
         #[serde(default)]
         usage: Usage,
+        /// The answer was cut at its length limit.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
     },
     /// The `llm_request` with this id failed after the parent's own retries.
     LlmError {
@@ -282,6 +306,9 @@ pub enum ToChild {
         message: String,
         #[serde(default)]
         retryable: bool,
+        /// What kind of failure, where the child can act on it.
+        #[serde(default, skip_serializing_if = "ModelFailure::is_other")]
+        kind: ModelFailure,
     },
     /// Flush the transcript and exit; the parent kills the process group
     /// after its grace period either way.

@@ -14,8 +14,8 @@ pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
 pub use messages::{
-    AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, PROTOCOL_VERSION,
-    StopReason, ToChild, VerdictReport, round_seconds,
+    AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, ModelFailure,
+    PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,
 };
 pub use sandbox::{ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;

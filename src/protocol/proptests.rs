@@ -63,6 +63,7 @@ proptest! {
             id,
             message: Message::assistant(content),
             usage: Usage::new(prompt.into(), 1),
+            truncated: prompt % 2 == 0,
         };
         let line = encode_line(&message);
         prop_assert_eq!(decode_line::<ToChild>(line.trim_end()).unwrap(), message);

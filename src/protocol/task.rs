@@ -165,6 +165,9 @@ pub struct AgentLimits {
     pub output_cap_bytes: usize,
     /// How often the child sends `stats` while it works.
     pub heartbeat_seconds: u64,
+    /// Tokens the model's context holds, when known: the conversation is
+    /// compacted before it outgrows them.
+    pub context_window: Option<u32>,
 }
 
 impl Default for AgentLimits {
@@ -177,6 +180,7 @@ impl Default for AgentLimits {
             max_file_size: None,
             output_cap_bytes: 20_000,
             heartbeat_seconds: 10,
+            context_window: None,
         }
     }
 }

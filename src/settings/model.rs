@@ -1,6 +1,11 @@
 //! The model flags both binaries take (`troupe` for every command that
-//! talks to a model, `troupe-agent` stand-alone), and their resolution
-//! into a plain `ModelConfig`.
+//! talks to a model, `troupe-agent` stand-alone), the per-role ones of a
+//! team run, and their resolution into a plain `ModelConfig` per role.
+//!
+//! Each role's setting comes from, in order: its role flag
+//! (`--worker-model`), its role variable (`TROUPE_WORKER_MODEL`), its
+//! `[roles.worker]` key in the config file, and then the setting every
+//! role shares (`--model`, `TROUPE_MODEL`, `model`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,7 +13,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Lookup, pick};
-use crate::llm::openai::{OpenAiSettings, ReasoningEchoChoice, RetryPolicy};
+use crate::chat::Actor;
+use crate::llm::openai::{OpenAiSettings, ReasoningEchoChoice, RetryPolicy, Structured};
 use crate::llm::{ModelConfig, ReasoningEcho};
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -34,7 +40,8 @@ pub struct ModelFlags {
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
 
-    /// Seconds to wait for one model answer.
+    /// Seconds to wait for one model answer; a request that times out is
+    /// tried once more, no more.
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub request_timeout: u64,
 
@@ -49,6 +56,144 @@ pub struct ModelFlags {
     /// [env: TROUPE_REASONING_ECHO] [default: auto].
     #[arg(long, value_name = "MODE")]
     pub reasoning_echo: Option<ReasoningEchoChoice>,
+
+    /// The longest answer the model may give, in tokens (sent as
+    /// max_tokens) [env: TROUPE_MAX_OUTPUT_TOKENS] [default: 4096 for the
+    /// planner and workers, 2048 for reviewers].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: Option<u32>,
+
+    /// Sampling temperature sent to the endpoint [env: TROUPE_TEMPERATURE]
+    /// [default: the endpoint's].
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+
+    /// Tokens the model's context holds: an agent's conversation is
+    /// compacted before it outgrows them [env: TROUPE_CONTEXT_WINDOW]
+    /// [default: unknown, compacted when the endpoint refuses].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(256..))]
+    pub context_window: Option<u32>,
+
+    /// Ask the endpoint for plans and verdicts that follow their schema
+    /// (response_format): auto (for answers without tools, and no more
+    /// once the endpoint refuses), on, off [env: TROUPE_STRUCTURED]
+    /// [default: auto].
+    #[arg(long, value_name = "MODE")]
+    pub structured: Option<Structured>,
+}
+
+/// The model of one role of a team run, where it is not the shared one.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "A model per role")]
+pub struct RoleFlags {
+    /// The Planner's model [env: TROUPE_PLANNER_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub planner_model: Option<String>,
+    /// The Planner's endpoint [env: TROUPE_PLANNER_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub planner_base_url: Option<String>,
+    /// The variable of the Planner's API key [env: TROUPE_PLANNER_API_KEY_ENV].
+    #[arg(long, value_name = "VAR")]
+    pub planner_api_key_env: Option<String>,
+    /// The Workers' model [env: TROUPE_WORKER_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub worker_model: Option<String>,
+    /// The Workers' endpoint [env: TROUPE_WORKER_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub worker_base_url: Option<String>,
+    /// The variable of the Workers' API key [env: TROUPE_WORKER_API_KEY_ENV].
+    #[arg(long, value_name = "VAR")]
+    pub worker_api_key_env: Option<String>,
+    /// The Reviewers' model [env: TROUPE_REVIEWER_MODEL].
+    #[arg(long, value_name = "NAME")]
+    pub reviewer_model: Option<String>,
+    /// The Reviewers' endpoint [env: TROUPE_REVIEWER_BASE_URL].
+    #[arg(long, value_name = "URL")]
+    pub reviewer_base_url: Option<String>,
+    /// The variable of the Reviewers' API key [env:
+    /// TROUPE_REVIEWER_API_KEY_ENV].
+    #[arg(long, value_name = "VAR")]
+    pub reviewer_api_key_env: Option<String>,
+}
+
+impl RoleFlags {
+    /// The role's flags: model, base URL, key variable.
+    fn of(&self, role: Actor) -> [&Option<String>; 3] {
+        match role {
+            Actor::Planner => [
+                &self.planner_model,
+                &self.planner_base_url,
+                &self.planner_api_key_env,
+            ],
+            Actor::Worker => [
+                &self.worker_model,
+                &self.worker_base_url,
+                &self.worker_api_key_env,
+            ],
+            Actor::Reviewer => [
+                &self.reviewer_model,
+                &self.reviewer_base_url,
+                &self.reviewer_api_key_env,
+            ],
+        }
+    }
+}
+
+/// One role's model, resolved.
+#[derive(Debug, Clone)]
+pub struct RoleModel {
+    pub config: ModelConfig,
+    /// The variable that holds its API key, which no agent may be given.
+    pub api_key_env: String,
+    /// Tokens its context holds, if known.
+    pub context_window: Option<u32>,
+    /// What the user should hear before it is used (no API key).
+    pub notice: Option<String>,
+}
+
+/// The settings of one role: the role's own, then the shared ones.
+struct Resolver<'a> {
+    flags: &'a ModelFlags,
+    role_flags: [&'a Option<String>; 3],
+    role: &'a str,
+    lookup: &'a dyn Lookup,
+}
+
+impl Resolver<'_> {
+    /// The text setting `key` (`MODEL`): role flag, role variable or file
+    /// key, then `shared` (the shared flag), the shared variable or file key.
+    fn text(&self, index: usize, key: &str, shared: &Option<String>) -> Option<String> {
+        self.role_flags[index]
+            .clone()
+            .or_else(|| self.role_env(key).map(|s| s.value))
+            .or_else(|| shared.clone())
+            .or_else(|| self.lookup.get(&format!("TROUPE_{key}")).map(|s| s.value))
+    }
+
+    /// A setting only the config file and the variables give per role.
+    fn parsed<T>(&self, key: &str, shared: Option<T>) -> Result<Option<T>, String>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let own = match self.role_env(key) {
+            Some(sourced) => Some(
+                sourced
+                    .value
+                    .parse()
+                    .map_err(|e| format!("{}: {e}", sourced.origin))?,
+            ),
+            None => None,
+        };
+        match own {
+            Some(value) => Ok(Some(value)),
+            None => pick(shared, self.lookup, &format!("TROUPE_{key}")),
+        }
+    }
+
+    fn role_env(&self, key: &str) -> Option<super::Sourced> {
+        self.lookup.get(&format!("TROUPE_{}_{key}", self.role))
+    }
 }
 
 impl ModelFlags {
@@ -65,9 +210,36 @@ impl ModelFlags {
             .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_string())
     }
 
-    /// The configured model, or an error that says how to name one.
+    /// The model every role shares, or an error that says how to name one.
     pub fn resolve(&self, lookup: &dyn Lookup) -> Result<ModelConfig, String> {
-        let model: Option<String> = pick(self.model.clone(), lookup, "TROUPE_MODEL")?;
+        self.resolve_single(Actor::Worker, lookup)
+    }
+
+    /// The model of `role` where no per-role flags exist (`troupe plan`),
+    /// its notice said.
+    pub fn resolve_single(&self, role: Actor, lookup: &dyn Lookup) -> Result<ModelConfig, String> {
+        let resolved = self.resolve_role(role, &RoleFlags::default(), lookup)?;
+        if let Some(notice) = &resolved.notice {
+            eprintln!("troupe: {notice}");
+        }
+        Ok(resolved.config)
+    }
+
+    /// The model of `role`.
+    pub fn resolve_role(
+        &self,
+        role: Actor,
+        roles: &RoleFlags,
+        lookup: &dyn Lookup,
+    ) -> Result<RoleModel, String> {
+        let name = role.as_str().to_ascii_uppercase();
+        let r = Resolver {
+            flags: self,
+            role_flags: roles.of(role),
+            role: &name,
+            lookup,
+        };
+        let model = r.text(0, "MODEL", &self.model);
         let Some(model) = model
             .map(|m| m.trim().to_string())
             .filter(|m| !m.is_empty())
@@ -78,33 +250,47 @@ impl ModelFlags {
                     .to_string(),
             );
         };
+        let api_key_env = r
+            .text(2, "API_KEY_ENV", &self.api_key_env)
+            .unwrap_or_else(|| DEFAULT_API_KEY_ENV.to_string());
+        let context_window = r.parsed("CONTEXT_WINDOW", r.flags.context_window)?;
         if let Some(path) = model.strip_prefix("scripted:") {
-            return Ok(ModelConfig::Scripted {
-                path: PathBuf::from(path),
+            return Ok(RoleModel {
+                config: ModelConfig::Scripted {
+                    path: PathBuf::from(path),
+                },
+                api_key_env,
+                context_window,
+                notice: None,
             });
         }
-        let base_url: String = pick(self.base_url.clone(), lookup, "TROUPE_BASE_URL")?
+        let base_url = r
+            .text(1, "BASE_URL", &self.base_url)
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
         if !base_url.starts_with("http://") && !base_url.starts_with("https://") {
             return Err(format!(
                 "--base-url {base_url} is not an http:// or https:// URL"
             ));
         }
-        let api_key_env = self.api_key_env(lookup);
         let api_key = std::env::var(&api_key_env)
             .ok()
             .filter(|key| !key.trim().is_empty());
-        if api_key.is_none() {
-            eprintln!(
-                "troupe: {api_key_env} is not set; sending requests to {base_url} without an API key"
-            );
-        }
+        let notice = api_key.is_none().then(|| {
+            format!("{api_key_env} is not set; sending requests to {base_url} without an API key")
+        });
         let echo: Option<ReasoningEchoChoice> =
             pick(self.reasoning_echo, lookup, "TROUPE_REASONING_ECHO")?;
         let reasoning_echo = echo
             .and_then(|choice| choice.0)
             .unwrap_or_else(|| ReasoningEcho::for_endpoint(&base_url));
-        Ok(ModelConfig::OpenAi(OpenAiSettings {
+        let default_tokens = match role {
+            Actor::Reviewer => 2048,
+            Actor::Planner | Actor::Worker => 4096,
+        };
+        let max_output_tokens = r
+            .parsed("MAX_OUTPUT_TOKENS", self.max_output_tokens)?
+            .unwrap_or(default_tokens);
+        let settings = OpenAiSettings {
             base_url,
             model,
             api_key,
@@ -114,6 +300,15 @@ impl ModelFlags {
                 ..RetryPolicy::default()
             },
             reasoning_echo,
-        }))
+            max_output_tokens: Some(max_output_tokens),
+            temperature: r.parsed("TEMPERATURE", self.temperature)?,
+            structured: pick(self.structured, lookup, "TROUPE_STRUCTURED")?.unwrap_or_default(),
+        };
+        Ok(RoleModel {
+            config: ModelConfig::OpenAi(settings),
+            api_key_env,
+            context_window,
+            notice,
+        })
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::chat::Usage;
+use crate::llm::Retrying;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport};
 
 #[derive(Debug, Clone)]
@@ -30,6 +31,10 @@ pub enum AgentEvent<'a> {
     },
     ModelError {
         message: &'a str,
+    },
+    /// A model request failed and is tried again.
+    ModelRetry {
+        retry: &'a Retrying,
     },
     ToolCall {
         name: &'a str,

@@ -60,6 +60,16 @@ impl Progress {
             AgentEvent::ModelError { message } => {
                 self.paint("31", &format!("model error: {message}"))
             }
+            AgentEvent::ModelRetry { retry } => self.paint(
+                "33",
+                &format!(
+                    "model: {}, retrying in {:.1} s ({} of {})",
+                    retry.reason,
+                    retry.wait.as_secs_f64(),
+                    retry.attempt + 1,
+                    retry.of
+                ),
+            ),
             AgentEvent::ToolCall { name, arguments } => {
                 format!("{} {}", self.paint("1", name), brief_arguments(arguments))
             }

@@ -249,6 +249,10 @@ impl Served<'_, '_> {
                     Ok(None) => return Ending::Eof,
                     Err(e) => return Ending::Protocol(e.into()),
                 },
+                Some(retry) = self.retries.1.recv() => {
+                    last_heard = Instant::now();
+                    self.event(AgentEvent::ModelRetry { retry: &retry });
+                }
                 Some(answer) = self.pending.join_next(), if !self.pending.is_empty() => {
                     last_heard = Instant::now();
                     if let Ok(answer) = answer {

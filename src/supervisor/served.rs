@@ -22,10 +22,10 @@ use super::events::AgentEvent;
 use super::result::AgentTimings;
 use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
-use crate::llm::{Completion, CompletionRequest, LlmError};
+use crate::llm::{Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
 use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, ToChild,
-    VerdictReport, decode_line, parse_verdict, round_seconds,
+    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, ModelFailure, PROTOCOL_VERSION,
+    ToChild, VerdictReport, decode_line, parse_verdict, round_seconds,
 };
 
 /// A model request's id, when it was asked, and the answer.
@@ -63,6 +63,11 @@ pub(super) struct Served<'r, 'a> {
     report_at: Option<Instant>,
     timings: AgentTimings,
     pub(super) pending: JoinSet<ModelAnswer>,
+    /// The retries of the pending requests, told as they happen.
+    pub(super) retries: (
+        mpsc::UnboundedSender<Retrying>,
+        mpsc::UnboundedReceiver<Retrying>,
+    ),
 }
 
 impl<'r, 'a> Served<'r, 'a> {
@@ -88,6 +93,7 @@ impl<'r, 'a> Served<'r, 'a> {
             report_at: None,
             timings: AgentTimings::default(),
             pending: JoinSet::new(),
+            retries: mpsc::unbounded_channel(),
         }
     }
 
@@ -134,7 +140,8 @@ impl<'r, 'a> Served<'r, 'a> {
                 id,
                 messages,
                 tools,
-            } => self.request(id, messages, tools)?,
+                schema,
+            } => self.request(id, messages, tools, schema)?,
             FromChild::ToolCall {
                 call_id: _,
                 name,
@@ -195,6 +202,7 @@ impl<'r, 'a> Served<'r, 'a> {
         id: u64,
         messages: Vec<Message>,
         tools: Vec<ToolSpec>,
+        schema: Option<serde_json::Value>,
     ) -> Result<(), Violation> {
         if !self.answering {
             return Ok(());
@@ -211,10 +219,14 @@ impl<'r, 'a> Served<'r, 'a> {
             return Err(Violation::Flood);
         }
         let model = Arc::clone(&self.run.model);
+        let retries = self.retries.0.clone();
+        let observer = move |retry: &Retrying| {
+            let _ = retries.send(retry.clone());
+        };
         let request = CompletionRequest {
-            agent: self.run.key.clone(),
-            messages,
-            tools,
+            schema,
+            on_retry: Some(RetryObserver(Arc::new(observer))),
+            ..CompletionRequest::new(self.run.key.clone(), messages, tools)
         };
         self.pending.spawn(async move {
             let asked = Instant::now();
@@ -315,15 +327,21 @@ impl<'r, 'a> Served<'r, 'a> {
                     id,
                     message: completion.message,
                     usage: completion.usage,
+                    truncated: completion.truncated,
                 }
             }
             Err(error) => {
                 let message = error.to_string();
                 self.event(AgentEvent::ModelError { message: &message });
+                let kind = match error {
+                    LlmError::ContextExceeded { .. } => ModelFailure::ContextExceeded,
+                    _ => ModelFailure::Other,
+                };
                 ToChild::LlmError {
                     id,
                     message,
                     retryable: error.retryable(),
+                    kind,
                 }
             }
         };

@@ -9,15 +9,15 @@ mod echo;
 mod retry;
 mod wire;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
+use super::{ChatModel, Completion, CompletionRequest, LlmError, Retrying};
+use crate::chat::Usage;
 use crate::text::excerpt;
-
-use super::{ChatModel, Completion, CompletionRequest, LlmError};
 
 pub use echo::{ReasoningEcho, ReasoningEchoChoice};
 pub use retry::RetryPolicy;
@@ -31,6 +31,39 @@ pub struct OpenAiSettings {
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
     pub reasoning_echo: ReasoningEcho,
+    /// The longest answer asked for (`max_tokens`).
+    pub max_output_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+    /// Whether answers that must be JSON are constrained by a schema.
+    pub structured: Structured,
+}
+
+/// `--structured`: whether to ask the endpoint for answers that follow a
+/// schema (`response_format`), for the plan and the verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Structured {
+    /// For answers without tools; an endpoint that refuses it is asked
+    /// without from then on.
+    #[default]
+    Auto,
+    /// Always where there is a schema, tools or not.
+    On,
+    Off,
+}
+
+impl std::str::FromStr for Structured {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(Structured::Auto),
+            "on" => Ok(Structured::On),
+            "off" => Ok(Structured::Off),
+            other => Err(format!(
+                "`{other}` is not a structured mode; use auto, on or off"
+            )),
+        }
+    }
 }
 
 pub struct OpenAiClient {
@@ -38,6 +71,8 @@ pub struct OpenAiClient {
     url: String,
     settings: OpenAiSettings,
     turns: AtomicU64,
+    /// Set once the endpoint refused `response_format`.
+    no_schema: AtomicBool,
 }
 
 impl OpenAiClient {
@@ -60,40 +95,120 @@ impl OpenAiClient {
             url,
             settings,
             turns: AtomicU64::new(0),
+            no_schema: AtomicBool::new(false),
         })
+    }
+
+    fn body<'a>(&'a self, request: &CompletionRequest, with_schema: bool) -> wire::ChatRequest<'a> {
+        let settings = &self.settings;
+        // OpenAI's own endpoint wants `max_completion_tokens` (its reasoning
+        // models refuse `max_tokens`); everyone else takes `max_tokens`.
+        let openai = settings.base_url.contains("api.openai.com");
+        let limit = settings.max_output_tokens;
+        wire::ChatRequest {
+            model: &settings.model,
+            messages: request
+                .messages
+                .iter()
+                .map(|m| wire::message_json(m, settings.reasoning_echo))
+                .collect(),
+            tools: request.tools.iter().map(wire::tool_json).collect(),
+            max_tokens: limit.filter(|_| !openai),
+            max_completion_tokens: limit.filter(|_| openai),
+            temperature: settings.temperature,
+            response_format: request
+                .schema
+                .as_ref()
+                .filter(|_| with_schema)
+                .map(wire::response_format),
+        }
+    }
+
+    /// Whether this request asks for its schema.
+    fn wants_schema(&self, request: &CompletionRequest) -> bool {
+        request.schema.is_some()
+            && match self.settings.structured {
+                Structured::Off => false,
+                Structured::On => true,
+                Structured::Auto => {
+                    request.tools.is_empty() && !self.no_schema.load(Ordering::Relaxed)
+                }
+            }
     }
 
     async fn complete_with_retries(
         &self,
         request: CompletionRequest,
     ) -> Result<Completion, LlmError> {
-        let body = wire::ChatRequest {
-            model: &self.settings.model,
-            messages: request
-                .messages
-                .iter()
-                .map(|m| wire::message_json(m, self.settings.reasoning_echo))
-                .collect(),
-            tools: request.tools.iter().map(wire::tool_json).collect(),
-        };
+        let mut with_schema = self.wants_schema(&request);
+        let mut body = self.body(&request, with_schema);
+        let prompt_chars: usize = request.messages.iter().map(|m| m.text().len()).sum();
         let policy = self.settings.retry;
-        let mut retry = 0;
+        let mut causes: Vec<String> = Vec::new();
+        let mut timeouts = 0;
         loop {
-            let failure = match self.attempt(&body).await {
+            let failure = match self.attempt(&body, prompt_chars).await {
                 Ok(completion) => return Ok(completion),
                 Err(failure) => failure,
             };
-            let can_retry = failure.error.retryable() && retry < policy.retries;
-            let wait = failure.retry_after.unwrap_or_else(|| policy.backoff(retry));
-            if !can_retry || wait > retry::MAX_RETRY_AFTER {
-                return Err(with_attempts(failure.error, retry + 1));
+            let refused_schema = with_schema
+                && self.settings.structured == Structured::Auto
+                && matches!(
+                    failure.error,
+                    LlmError::Status {
+                        status: 400 | 422,
+                        ..
+                    }
+                );
+            if refused_schema {
+                self.no_schema.store(true, Ordering::Relaxed);
+                with_schema = false;
+                body = self.body(&request, false);
+                continue;
+            }
+            causes.push(failure.error.to_string());
+            let attempt = u32::try_from(causes.len()).unwrap_or(u32::MAX);
+            let timed_out = failure.timed_out;
+            timeouts += u32::from(timed_out);
+            // A request that timed out is tried once more: a model that
+            // generates for the whole timeout will do it again.
+            let can_retry = failure.error.retryable()
+                && attempt <= policy.retries
+                && !(timed_out && timeouts > 1);
+            let wait = failure
+                .retry_after
+                .unwrap_or_else(|| policy.backoff(attempt - 1));
+            if can_retry && wait > retry::MAX_RETRY_AFTER {
+                return Err(gave_up(
+                    failure.error,
+                    &causes,
+                    Some(format!(
+                        "the server asked to wait {:.0} s before a retry, more than the {} s troupe waits",
+                        wait.as_secs_f64(),
+                        retry::MAX_RETRY_AFTER.as_secs()
+                    )),
+                ));
+            }
+            if !can_retry {
+                return Err(gave_up(failure.error, &causes, None));
+            }
+            if let Some(observer) = &request.on_retry {
+                (observer.0)(&Retrying {
+                    attempt,
+                    of: policy.retries + 1,
+                    reason: failure.short,
+                    wait,
+                });
             }
             tokio::time::sleep(wait).await;
-            retry += 1;
         }
     }
 
-    async fn attempt(&self, body: &wire::ChatRequest<'_>) -> Result<Completion, Failure> {
+    async fn attempt(
+        &self,
+        body: &wire::ChatRequest<'_>,
+        prompt_chars: usize,
+    ) -> Result<Completion, Failure> {
         let mut post = self.http.post(&self.url).json(body);
         if let Some(key) = &self.settings.api_key {
             post = post.header(AUTHORIZATION, format!("Bearer {key}"));
@@ -106,11 +221,13 @@ impl OpenAiClient {
             return Err(self.status_failure(status.as_u16(), &headers, &text));
         }
         let turn = self.turns.fetch_add(1, Ordering::Relaxed) + 1;
-        self.decode(&text, turn).map_err(Failure::from)
+        self.decode(&text, turn, prompt_chars)
+            .map_err(Failure::from)
     }
 
     fn transport(&self, error: reqwest::Error) -> Failure {
-        let what = if error.is_timeout() {
+        let timed_out = error.is_timeout();
+        let what = if timed_out {
             format!(
                 "no answer within {} s (--request-timeout)",
                 self.settings.request_timeout.as_secs()
@@ -118,10 +235,18 @@ impl OpenAiClient {
         } else {
             error_chain(&error)
         };
-        Failure::from(LlmError::Transport {
-            url: self.url.clone(),
-            message: what,
-        })
+        Failure {
+            short: if timed_out {
+                "timed out".to_string()
+            } else {
+                "no connection".to_string()
+            },
+            timed_out,
+            ..Failure::from(LlmError::Transport {
+                url: self.url.clone(),
+                message: what,
+            })
+        }
     }
 
     fn status_failure(&self, status: u16, headers: &HeaderMap, body: &str) -> Failure {
@@ -131,12 +256,13 @@ impl OpenAiClient {
                 .push_str(" (check the API key: --api-key-env names the variable that holds it)");
         }
         Failure {
-            error: LlmError::status(self.url.clone(), status, message),
             retry_after: retry::retry_after(headers),
+            short: status.to_string(),
+            ..Failure::from(LlmError::status(self.url.clone(), status, message))
         }
     }
 
-    fn decode(&self, text: &str, turn: u64) -> Result<Completion, LlmError> {
+    fn decode(&self, text: &str, turn: u64, prompt_chars: usize) -> Result<Completion, LlmError> {
         let malformed = |reason: String| LlmError::Malformed {
             url: self.url.clone(),
             reason,
@@ -145,20 +271,41 @@ impl OpenAiClient {
         let response: wire::ChatResponse =
             serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
         if let Some(error) = response.error {
-            return Err(malformed(format!(
-                "it carries an error: {}",
-                error_text(&error)
-            )));
+            // A gateway's 200 that carries a server error is that error.
+            let code = error_code(&error);
+            return Err(match code {
+                Some(code) if code == 429 || code >= 500 => {
+                    LlmError::status(self.url.clone(), code, error_text(&error))
+                }
+                _ => malformed(format!("it carries an error: {}", error_text(&error))),
+            });
         }
-        let message = response
+        let choice = response
             .choices
             .into_iter()
             .next()
-            .and_then(|choice| choice.message)
             .ok_or_else(|| malformed("it has no choices[0].message".to_string()))?;
+        let truncated = choice.finish_reason.as_deref() == Some("length");
+        let message = choice
+            .message
+            .ok_or_else(|| malformed("it has no choices[0].message".to_string()))?
+            .into_message(&turn.to_string());
+        let usage = match response.usage {
+            Some(usage) => usage.into_usage(),
+            None => {
+                let answer = message.text().len()
+                    + message
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.function.arguments.len() + c.function.name.len())
+                        .sum::<usize>();
+                Usage::estimate(prompt_chars, answer)
+            }
+        };
         Ok(Completion {
-            message: message.into_message(&turn.to_string()),
-            usage: response.usage.unwrap_or_default().into_usage(),
+            message,
+            usage,
+            truncated,
         })
     }
 }
@@ -173,6 +320,9 @@ impl ChatModel for OpenAiClient {
 struct Failure {
     error: LlmError,
     retry_after: Option<Duration>,
+    /// A few words for a progress line: `503`, `timed out`.
+    short: String,
+    timed_out: bool,
 }
 
 impl From<LlmError> for Failure {
@@ -180,15 +330,32 @@ impl From<LlmError> for Failure {
         Failure {
             error,
             retry_after: None,
+            short: "failed".to_string(),
+            timed_out: false,
         }
     }
 }
 
-fn with_attempts(error: LlmError, attempts: u32) -> LlmError {
-    if attempts <= 1 {
+/// The last error, saying how many attempts there were and what each
+/// one met, and `why` the retries stopped when that is not plain.
+fn gave_up(error: LlmError, causes: &[String], why: Option<String>) -> LlmError {
+    if causes.len() <= 1 && why.is_none() {
         return error;
     }
-    let note = format!(" (gave up after {attempts} attempts)");
+    let mut note = match causes.len() {
+        0 | 1 => String::new(),
+        n => {
+            let each: Vec<String> = causes
+                .iter()
+                .enumerate()
+                .map(|(i, cause)| format!("{}. {}", i + 1, excerpt(cause, 200)))
+                .collect();
+            format!(" (gave up after {n} attempts: {})", each.join("; "))
+        }
+    };
+    if let Some(why) = why {
+        note.push_str(&format!(" ({why})"));
+    }
     match error {
         LlmError::Status {
             url,
@@ -206,6 +373,19 @@ fn with_attempts(error: LlmError, attempts: u32) -> LlmError {
             message: message + &note,
         },
         other => other,
+    }
+}
+
+/// The numeric code of an error object (`code` or `status`).
+fn error_code(error: &serde_json::Value) -> Option<u16> {
+    let found = error
+        .get("code")
+        .or_else(|| error.get("status"))
+        .or_else(|| error.pointer("/error/code"));
+    match found? {
+        serde_json::Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+        serde_json::Value::String(s) => s.parse().ok(),
+        _ => None,
     }
 }
 

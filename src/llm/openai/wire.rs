@@ -1,7 +1,7 @@
 //! The chat-completions JSON, as providers really send it.
 //!
 //! Every field that some provider leaves out is optional, `finish_reason` is
-//! never interpreted (sglang sends "", TGI "eos_token"), tool arguments may
+//! read only for `length` (sglang sends "", TGI "eos_token"), tool arguments may
 //! be a JSON string or an object (llama.cpp), content may be a string, null
 //! or a list of parts, reasoning may be called `reasoning_content` or
 //! `reasoning` (Ollama), and fields nobody here knows are kept.
@@ -20,6 +20,23 @@ pub struct ChatRequest<'a> {
     pub messages: Vec<Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// What OpenAI's own endpoint takes instead of `max_tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
+}
+
+/// `response_format` asking for JSON that follows `schema`.
+pub fn response_format(schema: &Value) -> Value {
+    serde_json::json!({
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": schema}
+    })
 }
 
 pub fn tool_json(spec: &ToolSpec) -> Value {
@@ -55,9 +72,23 @@ pub fn message_json(message: &Message, echo: ReasoningEcho) -> Value {
             .unwrap_or(Value::Null),
     );
     if !message.tool_calls.is_empty() {
+        // Arguments the model wrote that are not JSON go back as a JSON
+        // string of what it wrote, so a strict server takes the history.
+        let calls: Vec<ToolCall> = message
+            .tool_calls
+            .iter()
+            .map(|call| {
+                let mut call = call.clone();
+                let raw = &call.function.arguments;
+                if serde_json::from_str::<Value>(raw).is_err() {
+                    call.function.arguments = Value::String(raw.clone()).to_string();
+                }
+                call
+            })
+            .collect();
         out.insert(
             "tool_calls".into(),
-            serde_json::to_value(&message.tool_calls).unwrap_or(Value::Null),
+            serde_json::to_value(&calls).unwrap_or(Value::Null),
         );
     }
     if let Some(id) = &message.tool_call_id {
@@ -92,6 +123,9 @@ pub struct ChatResponse {
 pub struct Choice {
     #[serde(default)]
     pub message: Option<WireMessage>,
+    /// Read only for `length`: an answer cut at its limit.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -160,6 +194,7 @@ impl WireUsage {
             prompt,
             completion,
             total: self.total_tokens.unwrap_or(prompt + completion),
+            estimated: false,
         }
     }
 }

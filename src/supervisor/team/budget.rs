@@ -3,7 +3,7 @@
 //! planner's included, so the total is the endpoint's own count.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
 
@@ -22,6 +22,19 @@ struct Spent {
     prompt: AtomicU64,
     completion: AtomicU64,
     total: AtomicU64,
+    estimated: AtomicBool,
+}
+
+impl Spent {
+    fn add(&self, usage: Usage) {
+        self.prompt.fetch_add(usage.prompt, Ordering::Relaxed);
+        self.completion
+            .fetch_add(usage.completion, Ordering::Relaxed);
+        self.total.fetch_add(usage.total, Ordering::Relaxed);
+        if usage.estimated {
+            self.estimated.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Budget {
@@ -37,11 +50,7 @@ impl Budget {
     /// A budget part of which an earlier session of the run spent.
     pub fn already_spent(self, agents: u32, usage: Usage) -> Self {
         self.agents.store(agents, Ordering::Relaxed);
-        self.spent.prompt.store(usage.prompt, Ordering::Relaxed);
-        self.spent
-            .completion
-            .store(usage.completion, Ordering::Relaxed);
-        self.spent.total.store(usage.total, Ordering::Relaxed);
+        self.spent.add(usage);
         self
     }
 
@@ -80,6 +89,7 @@ impl Budget {
             prompt: self.spent.prompt.load(Ordering::Relaxed),
             completion: self.spent.completion.load(Ordering::Relaxed),
             total: self.spent.total.load(Ordering::Relaxed),
+            estimated: self.spent.estimated.load(Ordering::Relaxed),
         }
     }
 
@@ -101,12 +111,7 @@ impl ChatModel for Counting {
     fn complete(&self, request: CompletionRequest) -> BoxFuture<'_, Result<Completion, LlmError>> {
         Box::pin(async move {
             let completion = self.inner.complete(request).await?;
-            let usage = completion.usage;
-            self.spent.prompt.fetch_add(usage.prompt, Ordering::Relaxed);
-            self.spent
-                .completion
-                .fetch_add(usage.completion, Ordering::Relaxed);
-            self.spent.total.fetch_add(usage.total, Ordering::Relaxed);
+            self.spent.add(completion.usage);
             Ok(completion)
         })
     }

@@ -96,7 +96,7 @@ impl AgentLines {
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
         let show = match &event {
-            AgentEvent::Warning { .. } => true,
+            AgentEvent::Warning { .. } | AgentEvent::ModelRetry { .. } => true,
             AgentEvent::Sandbox { report } => self
                 .sandbox_notes
                 .lock()

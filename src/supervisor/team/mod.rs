@@ -35,7 +35,7 @@ pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
 pub use self::resume::find_run;
-pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RunFuture};
+pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunFuture};
 
 use self::budget::Budget;
 use self::context::RunContext;
@@ -50,6 +50,13 @@ use crate::protocol::display_in;
 use crate::signal::StopSignal;
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
+
+/// The model of each role of a run.
+pub struct TeamModels {
+    pub planner: Arc<dyn ChatModel>,
+    pub workers: RoleModel,
+    pub reviewers: RoleModel,
+}
 
 pub struct TeamConfig {
     pub start: Start,
@@ -97,10 +104,7 @@ enum Opening {
     Resume { again: Vec<String> },
 }
 
-pub async fn run_team(
-    config: TeamConfig,
-    model: Arc<dyn ChatModel>,
-) -> Result<TeamOutcome, TeamError> {
+pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutcome, TeamError> {
     let (run_dir, record, opening) = match config.start {
         Start::Fresh { goal, plan } => {
             let run_id = new_run_id();
@@ -121,7 +125,13 @@ pub async fn run_team(
     };
     let budget = Budget::new(config.team.max_agents, config.team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
-    let model = budget.counting(model);
+    let counted = |role: RoleModel| RoleModel {
+        model: budget.counting(role.model),
+        ..role
+    };
+    let workers = counted(models.workers);
+    let reviewers = counted(models.reviewers);
+    let planner_model = budget.counting(models.planner);
     let record = Arc::new(record);
     let recorder = Recorder::create(&run_dir, &record, config.json)?;
     let stop = StopSignal::default();
@@ -132,7 +142,8 @@ pub async fn run_team(
         settings: config.agents,
         run_id: record.run_id.clone(),
         workspace: config.workspace.clone(),
-        model: model.clone(),
+        workers,
+        reviewers,
         stop: stop.clone(),
         lines: AgentLines::new(config.team.verbose),
     };
@@ -147,7 +158,7 @@ pub async fn run_team(
         stop,
     };
     let mut planner = Planner::new(
-        model,
+        planner_model,
         prompts_dir,
         Some(run_dir.join("planner").join("conversations.json")),
     );

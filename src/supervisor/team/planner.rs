@@ -90,15 +90,12 @@ impl Planner {
 
     async fn ask(&mut self, question: String) -> Result<String, PlanFailure> {
         self.conversation.messages.push(Message::user(question));
-        let request = CompletionRequest {
-            agent: AgentKey {
-                role: Actor::Planner,
-                step: None,
-                attempt: None,
-            },
-            messages: self.conversation.messages.clone(),
-            tools: Vec::new(),
+        let agent = AgentKey {
+            role: Actor::Planner,
+            step: None,
+            attempt: None,
         };
+        let request = CompletionRequest::new(agent, self.conversation.messages.clone(), Vec::new());
         let result = self.model.complete(request).await;
         let answer = match result {
             Ok(completion) => {

@@ -45,9 +45,10 @@ pub struct ProcessRunner {
     pub settings: AgentSettings,
     pub run_id: String,
     pub workspace: PathBuf,
-    /// The model every agent's requests go to (counting against the run's
+    /// The models the agents' requests go to (counting against the run's
     /// budget).
-    pub model: Arc<dyn ChatModel>,
+    pub workers: RoleModel,
+    pub reviewers: RoleModel,
     /// Stops every running agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
     pub lines: AgentLines,
@@ -56,8 +57,12 @@ pub struct ProcessRunner {
 impl AgentRunner for ProcessRunner {
     fn run(&self, request: AgentRequest) -> RunFuture<'_> {
         Box::pin(async move {
+            let model = match request.role {
+                AgentRole::Worker => self.workers.model.clone(),
+                AgentRole::Reviewer => self.reviewers.model.clone(),
+            };
             let config = self.spawn_config(request);
-            let run = spawn_agent(config, self.model.clone(), &self.lines).await?;
+            let run = spawn_agent(config, model, &self.lines).await?;
             Ok(agent_record(&run))
         })
     }
@@ -81,8 +86,19 @@ impl ProcessRunner {
         task.step = Some(request.step);
         task.attempt = request.attempt;
         self.settings.fill(&mut task);
+        task.limits.context_window = match request.role {
+            AgentRole::Worker => self.workers.context_window,
+            AgentRole::Reviewer => self.reviewers.context_window,
+        };
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
     }
+}
+
+/// The model of a role, and what its context holds.
+#[derive(Clone)]
+pub struct RoleModel {
+    pub model: Arc<dyn ChatModel>,
+    pub context_window: Option<u32>,
 }
 
 /// What the run keeps of one agent's end.
