@@ -17,6 +17,15 @@ pub enum Prompt {
     Reminder,
     /// Sent when the loop must end early and the model should report.
     WrapUp,
+    /// Sent when the model's answer was cut at the output limit.
+    Truncated,
+    /// The system prompt of the call that summarises the oldest turns of
+    /// a conversation grown too long for the model's context.
+    Compact,
+    /// That call's user message: the task and the turns to summarise.
+    CompactTask,
+    /// How the summary is shown to the agent, after its task.
+    Summary,
     /// The reviewer's system prompt.
     Reviewer,
     /// The reviewer's first user message: what to review.
@@ -40,6 +49,10 @@ impl Prompt {
             Prompt::WorkerTask => "worker-task.md",
             Prompt::Reminder => "reminder.md",
             Prompt::WrapUp => "wrap-up.md",
+            Prompt::Truncated => "truncated.md",
+            Prompt::Compact => "compact.md",
+            Prompt::CompactTask => "compact-task.md",
+            Prompt::Summary => "summary.md",
             Prompt::Reviewer => "reviewer.md",
             Prompt::ReviewerTask => "reviewer-task.md",
             Prompt::ReviewerWrapUp => "reviewer-wrap-up.md",
@@ -56,6 +69,10 @@ impl Prompt {
             Prompt::WorkerTask => include_str!("../prompts/worker-task.md"),
             Prompt::Reminder => include_str!("../prompts/reminder.md"),
             Prompt::WrapUp => include_str!("../prompts/wrap-up.md"),
+            Prompt::Truncated => include_str!("../prompts/truncated.md"),
+            Prompt::Compact => include_str!("../prompts/compact.md"),
+            Prompt::CompactTask => include_str!("../prompts/compact-task.md"),
+            Prompt::Summary => include_str!("../prompts/summary.md"),
             Prompt::Reviewer => include_str!("../prompts/reviewer.md"),
             Prompt::ReviewerTask => include_str!("../prompts/reviewer-task.md"),
             Prompt::ReviewerWrapUp => include_str!("../prompts/reviewer-wrap-up.md"),

@@ -14,6 +14,32 @@ pub fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// The longest suffix of `text` of at most `max` bytes that starts on a
+/// character boundary.
+pub fn suffix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// `text` with its middle left out when it is longer than `head + tail`
+/// bytes: the first `head` and last `tail` bytes, and between them a line
+/// that says how much is missing and why (`why`).
+pub fn head_and_tail(text: &str, head: usize, tail: usize, why: &str) -> String {
+    if text.len() <= head + tail {
+        return text.to_string();
+    }
+    let first = prefix(text, head);
+    let last = suffix(text, tail);
+    let cut = text.len() - first.len() - last.len();
+    format!("{first}\n[... {cut} bytes left out {why} ...]\n{last}")
+}
+
 /// `text` trimmed and cut to `max` bytes, with `…` where it was cut.
 pub fn excerpt(text: &str, max: usize) -> String {
     let text = text.trim();
@@ -142,6 +168,16 @@ fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn head_and_tail_keeps_both_ends_and_whole_characters() {
+        let text = "é".repeat(100);
+        let cut = super::head_and_tail(&text, 11, 11, "for the test");
+        assert!(cut.starts_with(&"é".repeat(5)));
+        assert!(cut.ends_with(&"é".repeat(5)));
+        assert!(cut.contains("[... 180 bytes left out for the test ...]"));
+        assert_eq!(super::head_and_tail("short", 3, 2, "x"), "short");
+    }
+
     use super::first_json_object;
 
     #[test]

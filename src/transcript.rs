@@ -37,6 +37,48 @@ pub struct Conversation {
     /// What went wrong, for every status but `completed` and `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Each time the conversation was made smaller for the model's
+    /// context. `messages` above stay whole; these say what the model was
+    /// sent instead from then on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<Compaction>,
+}
+
+/// One step that made what the model is sent smaller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    #[serde(with = "rfc3339")]
+    pub at: DateTime<Utc>,
+    pub reason: CompactionReason,
+    /// Messages in the conversation at the time.
+    pub messages: usize,
+    /// Tokens of the request that did not fit, as troupe estimated them.
+    pub estimated_tokens: u64,
+    #[serde(flatten)]
+    pub step: CompactionStep,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionReason {
+    /// The endpoint refused the request as too long for the model.
+    ContextExceeded,
+    /// The request would have passed the `context_window` troupe was given.
+    ContextWindow,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum CompactionStep {
+    /// The long tool results before message `before` (`results` of them)
+    /// are sent as their head and tail.
+    Shortened { before: usize, results: usize },
+    /// Messages `from..to` are sent as this summary, which the model wrote.
+    Summarized {
+        from: usize,
+        to: usize,
+        summary: String,
+    },
 }
 
 impl Conversation {
@@ -63,6 +105,7 @@ impl Conversation {
             stats: AgentStats::default(),
             stop_reason: None,
             error: None,
+            compactions: Vec::new(),
         }
     }
 }
@@ -97,6 +140,13 @@ impl TranscriptWriter {
     /// state; `Err` when an earlier write failed.
     pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
         Arc::make_mut(&mut self.doc).messages.extend(messages);
+        self.writer.save(&self.doc);
+        self.writer.check()
+    }
+
+    /// Records a compaction with the next save.
+    pub fn note_compaction(&mut self, compaction: Compaction) -> std::io::Result<()> {
+        Arc::make_mut(&mut self.doc).compactions.push(compaction);
         self.writer.save(&self.doc);
         self.writer.check()
     }

@@ -8,6 +8,7 @@
 //! command it started outlives it.
 
 mod calls;
+mod compaction;
 mod deliverables;
 mod outbox;
 mod parent_model;
@@ -47,15 +48,15 @@ pub struct AgentOptions {
 /// no thread escapes the sandbox.
 pub fn main(options: AgentOptions) -> ExitCode {
     if let Err(e) = sandbox::make_undumpable() {
-        write_now(&FromChild::Error {
-            message: format!("cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}"),
-        });
+        write_now(&FromChild::error(format!(
+            "cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}"
+        )));
         return ExitCode::FAILURE;
     }
     let task = match read_task(&options.task_path) {
         Ok(task) => task,
         Err(message) => {
-            write_now(&FromChild::Error { message });
+            write_now(&FromChild::error(message));
             return ExitCode::from(2);
         }
     };
@@ -69,9 +70,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
     let model = match options.model.as_ref().map(build_model).transpose() {
         Ok(model) => model,
         Err(e) => {
-            write_now(&FromChild::Error {
-                message: e.to_string(),
-            });
+            write_now(&FromChild::error(e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -79,9 +78,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
         Ok(report) => report,
         Err(e) => {
             write_now(&hello(&task, None));
-            write_now(&FromChild::Error {
-                message: e.to_string(),
-            });
+            write_now(&FromChild::error(e.to_string()));
             return ExitCode::FAILURE;
         }
     };
@@ -106,12 +103,10 @@ pub fn main(options: AgentOptions) -> ExitCode {
     // alive.
     runtime.shutdown_background();
     ran.unwrap_or_else(|panic| {
-        write_now(&FromChild::Error {
-            message: format!(
-                "troupe-agent panicked: {} (a bug in troupe; its stderr.log has where)",
-                crate::text::panic_message(panic.as_ref())
-            ),
-        });
+        write_now(&FromChild::error(format!(
+            "troupe-agent panicked: {} (a bug in troupe; its stderr.log has where)",
+            crate::text::panic_message(panic.as_ref())
+        )));
         ExitCode::from(101)
     })
 }
@@ -205,7 +200,10 @@ async fn run_task(
         stats: Arc::clone(&stats),
         out: out.clone(),
     };
-    let session = Session::new(task, model, calls, &mut transcript, cancel);
+    let mut session = Session::new(task, model, calls, &mut transcript, cancel);
+    if task.role == AgentRole::Reviewer {
+        session = session.with_schema(crate::protocol::verdict_schema());
+    }
     let end = match task.role {
         AgentRole::Reviewer => reviewer::run(session).await,
         AgentRole::Worker => worker::run(session).await,
@@ -271,25 +269,38 @@ fn report(
             out.send(&FromChild::Stats(stats));
             (sealed, ExitCode::FAILURE)
         }
+        LoopEnd::ContextExhausted(refused) => {
+            let error = format!(
+                "the conversation no longer fits the model's context, compacted as far as it goes: {refused}"
+            );
+            let sealed =
+                transcript.finish(AgentStatus::ContextExhausted, None, Some(error.clone()));
+            out.send(&FromChild::Stats(stats));
+            out.send(&FromChild::Error {
+                message: error,
+                context_exhausted: true,
+            });
+            (sealed, ExitCode::FAILURE)
+        }
         LoopEnd::Failed(failure) => {
             let error = failure.to_string();
             let sealed = transcript.finish(AgentStatus::Error, None, Some(error.clone()));
             out.send(&FromChild::Stats(stats));
-            out.send(&FromChild::Error { message: error });
+            out.send(&FromChild::error(error));
             (sealed, ExitCode::FAILURE)
         }
     };
     if let Err(e) = sealed {
-        out.send(&FromChild::Error {
-            message: format!("cannot write the final transcript: {e}"),
-        });
+        out.send(&FromChild::error(format!(
+            "cannot write the final transcript: {e}"
+        )));
         return ExitCode::FAILURE;
     }
     code
 }
 
 fn fail(out: &Outbox, message: String) -> ExitCode {
-    out.send(&FromChild::Error { message });
+    out.send(&FromChild::error(message));
     ExitCode::FAILURE
 }
 

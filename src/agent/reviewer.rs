@@ -4,9 +4,12 @@
 //! for its verdict with tools off. Either way the answer is parsed strictly
 //! (see `protocol::verdict`), so a reviewer that rambles rejects, never
 //! approves; the parent reads the same answer the same way and holds this
-//! verdict to it.
+//! verdict to it. An empty answer is no verdict at all: the review fails,
+//! and the run tries another reviewer, rather than tell the worker it was
+//! rejected for nothing.
 
-use super::session::{LoopEnd, Session};
+use super::session::{AgentFailure, LoopEnd, Session};
+use crate::chat::Message;
 use crate::prompts::Prompt;
 use crate::protocol::{StopReason, parse_verdict};
 
@@ -24,7 +27,7 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
         }
         let reply = session.ask(true).await?;
         if reply.tool_calls.is_empty() {
-            return Ok(LoopEnd::Verdict(parse_verdict(reply.text())));
+            return verdict(&reply);
         }
         session.run_calls(&reply.tool_calls).await?;
         if session.stagnating() {
@@ -36,5 +39,12 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
 async fn verdict_now(session: &mut Session<'_>, reason: StopReason) -> Result<LoopEnd, LoopEnd> {
     session.say(Prompt::ReviewerWrapUp, &[("reason", reason.describe())])?;
     let reply = session.ask(false).await?;
+    verdict(&reply)
+}
+
+fn verdict(reply: &Message) -> Result<LoopEnd, LoopEnd> {
+    if reply.text().trim().is_empty() {
+        return Err(LoopEnd::Failed(AgentFailure::EmptyAnswer));
+    }
     Ok(LoopEnd::Verdict(parse_verdict(reply.text())))
 }

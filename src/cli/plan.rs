@@ -65,7 +65,8 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let model_config = args
         .model
         .resolve_single(Actor::Planner, sources)
-        .map_err(UsageError::Said)?;
+        .map_err(UsageError::Said)?
+        .config;
     let model = build_model(&model_config).map_err(UsageError::of)?;
     let prompts_dir: Option<PathBuf> =
         pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError::Said)?;
@@ -76,7 +77,16 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         })?,
         (None, None) => return Err(UsageError::Said("give the goal or --goal-file".into()).into()),
     };
-    let mut planner = Planner::new(model, prompts_dir, None);
+    let retries = crate::llm::RetryObserver(std::sync::Arc::new(|retry: &crate::llm::Retrying| {
+        eprintln!(
+            "troupe: planner | model: {}, retrying in {:.1} s ({} of {})",
+            retry.reason,
+            retry.wait.as_secs_f64(),
+            retry.attempt + 1,
+            retry.of
+        );
+    }));
+    let mut planner = Planner::new(model, prompts_dir, None).with_retries(retries);
     let plan = match planner.plan(goal.trim()).await {
         Ok(plan) => plan,
         Err(failure) => {

@@ -188,10 +188,12 @@ fn team_models(roles: [crate::settings::model::RoleModel; 3]) -> Result<TeamMode
         workers: RoleModel {
             model: model_of(&worker)?,
             context_window: worker.context_window,
+            max_output_tokens: worker.config.max_output_tokens(),
         },
         reviewers: RoleModel {
             model: model_of(&reviewer)?,
             context_window: reviewer.context_window,
+            max_output_tokens: reviewer.config.max_output_tokens(),
         },
     })
 }

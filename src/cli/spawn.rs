@@ -10,6 +10,7 @@ use clap::Args;
 use super::UsageError;
 use super::agent_args::AgentArgs;
 use super::config::Sources;
+use crate::chat::Actor;
 use crate::llm::build_model;
 use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
@@ -87,13 +88,20 @@ pub struct SpawnArgs {
 }
 
 pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let model_config = args.model.resolve(sources).map_err(UsageError::Said)?;
-    let api_key_env = args.model.api_key_env(sources);
+    let role = args
+        .model
+        .resolve_single(Actor::Worker, sources)
+        .map_err(UsageError::Said)?;
     let workspace = make_dir(&args.workspace, "--workspace")?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
-    let settings = args
-        .agent
-        .settings(sources, &results, &[api_key_env], args.max_tokens)?;
+    let mut settings = args.agent.settings(
+        sources,
+        &results,
+        std::slice::from_ref(&role.api_key_env),
+        args.max_tokens,
+    )?;
+    role.bound(&mut settings.limits);
+    let model_config = role.config;
     if let Some(task_path) = &args.supervise {
         let task = load_task(task_path)?;
         return supervise(&args, &settings, model_config, task, true).await;

@@ -16,6 +16,16 @@ pub enum ModelConfig {
     OpenAi(OpenAiSettings),
 }
 
+impl ModelConfig {
+    /// The longest answer requested of the model, in tokens, if bounded.
+    pub fn max_output_tokens(&self) -> Option<u32> {
+        match self {
+            ModelConfig::Scripted { .. } => None,
+            ModelConfig::OpenAi(settings) => settings.max_output_tokens,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelSetupError {
     #[error(transparent)]

@@ -246,11 +246,30 @@ pub enum FromChild {
     Finished(FinishReport),
     /// A reviewer's answer.
     Verdict(VerdictReport),
+    /// The conversation was made smaller to fit the model's context
+    /// (progress only): what was done, in words.
+    Compacted { step: String },
     /// A system-level failure inside the child (not the model's mistake).
-    Error { message: String },
+    Error {
+        message: String,
+        /// The failure is a conversation that no longer fits the model's
+        /// context, compaction done.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        context_exhausted: bool,
+    },
     /// A type this build does not know; logged and skipped.
     #[serde(other)]
     Unknown,
+}
+
+impl FromChild {
+    /// A failure inside the child.
+    pub fn error(message: impl Into<String>) -> Self {
+        FromChild::Error {
+            message: message.into(),
+            context_exhausted: false,
+        }
+    }
 }
 
 /// The payload of `finished`.

@@ -20,4 +20,4 @@ pub use messages::{
 pub use sandbox::{ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
 pub use status::AgentStatus;
 pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
-pub use verdict::parse_verdict;
+pub use verdict::{parse_verdict, verdict_schema};

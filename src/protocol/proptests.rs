@@ -32,7 +32,7 @@ fn from_child() -> impl Strategy<Value = FromChild> {
                 ..AgentStats::default()
             })
         }),
-        ".{0,200}".prop_map(|message| FromChild::Error { message }),
+        ".{0,200}".prop_map(FromChild::error),
     ]
 }
 

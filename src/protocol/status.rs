@@ -17,6 +17,8 @@ pub enum AgentStatus {
     IdleTimeout,
     /// Stopped on request.
     Terminated,
+    /// Its conversation outgrew the model's context, compaction done.
+    ContextExhausted,
     /// Crashed, exited without a result, or broke the protocol.
     Error,
 }
@@ -30,6 +32,7 @@ impl AgentStatus {
             AgentStatus::Timeout => "timeout",
             AgentStatus::IdleTimeout => "idle_timeout",
             AgentStatus::Terminated => "terminated",
+            AgentStatus::ContextExhausted => "context_exhausted",
             AgentStatus::Error => "error",
         }
     }

@@ -167,7 +167,22 @@ pub struct AgentLimits {
     pub heartbeat_seconds: u64,
     /// Tokens the model's context holds, when known: the conversation is
     /// compacted before it outgrows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u32>,
+    /// The longest answer the parent asks the model for, in tokens: room
+    /// the context must keep free, and what a cut answer is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+impl AgentLimits {
+    /// The model requests an agent may make: three for each turn and the
+    /// wrap-up, so that a turn may be redone after an answer cut off at
+    /// the output limit, or compacted to fit the context, and no more.
+    /// The child keeps to it and the parent enforces it.
+    pub fn max_requests(&self) -> u32 {
+        self.max_turns.saturating_add(1).saturating_mul(3)
+    }
 }
 
 impl Default for AgentLimits {
@@ -181,6 +196,7 @@ impl Default for AgentLimits {
             output_cap_bytes: 20_000,
             heartbeat_seconds: 10,
             context_window: None,
+            max_output_tokens: None,
         }
     }
 }

@@ -54,6 +54,24 @@ pub fn parse_verdict(text: &str) -> VerdictReport {
     }
 }
 
+/// The JSON Schema of a verdict, for endpoints that hold answers to one
+/// (`response_format`); `parse_verdict` stays the judge either way.
+pub fn verdict_schema() -> Value {
+    let strings = serde_json::json!({"type": "array", "items": {"type": "string"}});
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "summary": {"type": "string"},
+            "issues": strings,
+            "suggestions": strings,
+            "retry": {"type": "boolean"}
+        },
+        "required": ["approved", "summary", "issues", "suggestions", "retry"],
+        "additionalProperties": false
+    })
+}
+
 fn invalid(issue: String) -> VerdictReport {
     VerdictReport {
         approved: false,

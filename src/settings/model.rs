@@ -16,6 +16,7 @@ use super::{Lookup, pick};
 use crate::chat::Actor;
 use crate::llm::openai::{OpenAiSettings, ReasoningEchoChoice, RetryPolicy, Structured};
 use crate::llm::{ModelConfig, ReasoningEcho};
+use crate::protocol::AgentLimits;
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -151,6 +152,15 @@ pub struct RoleModel {
     pub notice: Option<String>,
 }
 
+impl RoleModel {
+    /// Tells an agent of this model what its context holds and how long
+    /// an answer may be.
+    pub fn bound(&self, limits: &mut AgentLimits) {
+        limits.context_window = self.context_window;
+        limits.max_output_tokens = self.config.max_output_tokens();
+    }
+}
+
 /// The settings of one role: the role's own, then the shared ones.
 struct Resolver<'a> {
     flags: &'a ModelFlags,
@@ -212,17 +222,17 @@ impl ModelFlags {
 
     /// The model every role shares, or an error that says how to name one.
     pub fn resolve(&self, lookup: &dyn Lookup) -> Result<ModelConfig, String> {
-        self.resolve_single(Actor::Worker, lookup)
+        Ok(self.resolve_single(Actor::Worker, lookup)?.config)
     }
 
-    /// The model of `role` where no per-role flags exist (`troupe plan`),
-    /// its notice said.
-    pub fn resolve_single(&self, role: Actor, lookup: &dyn Lookup) -> Result<ModelConfig, String> {
+    /// The model of `role` where no per-role flags exist (`troupe plan`,
+    /// `troupe spawn`), its notice said.
+    pub fn resolve_single(&self, role: Actor, lookup: &dyn Lookup) -> Result<RoleModel, String> {
         let resolved = self.resolve_role(role, &RoleFlags::default(), lookup)?;
         if let Some(notice) = &resolved.notice {
             eprintln!("troupe: {notice}");
         }
-        Ok(resolved.config)
+        Ok(resolved)
     }
 
     /// The model of `role`.

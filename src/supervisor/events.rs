@@ -36,6 +36,10 @@ pub enum AgentEvent<'a> {
     ModelRetry {
         retry: &'a Retrying,
     },
+    /// The child made its conversation smaller for the model's context.
+    Compacted {
+        step: &'a str,
+    },
     ToolCall {
         name: &'a str,
         arguments: &'a Value,

@@ -70,6 +70,7 @@ impl Progress {
                     retry.of
                 ),
             ),
+            AgentEvent::Compacted { step } => self.paint("33", &format!("context: {step}")),
             AgentEvent::ToolCall { name, arguments } => {
                 format!("{} {}", self.paint("1", name), brief_arguments(arguments))
             }

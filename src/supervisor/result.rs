@@ -59,6 +59,9 @@ impl AgentResult {
             AgentStatus::Terminated => {
                 format!("Sub-agent {id} was terminated; partial results are kept in {dir}")
             }
+            AgentStatus::ContextExhausted => format!(
+                "Sub-agent {id} stopped: its conversation outgrew the model's context; partial results are kept in {dir}"
+            ),
             AgentStatus::Error | AgentStatus::Running => format!(
                 "Sub-agent {id} failed: {}",
                 error.as_deref().unwrap_or("unknown error")

@@ -43,7 +43,9 @@ pub(super) struct Served<'r, 'a> {
     /// The verdict as the parent read it from the answer it delivered,
     /// once the reviewer reported the same.
     pub(super) verdict: Option<VerdictReport>,
-    child_error: Option<String>,
+    /// The child's own failure, and whether it is a conversation that
+    /// outgrew the model's context.
+    child_error: Option<(String, bool)>,
     /// A protocol error in the lines read after the child exited, which
     /// voids what it reported.
     pub(super) late_protocol_error: Option<Violation>,
@@ -56,6 +58,8 @@ pub(super) struct Served<'r, 'a> {
     last_request: Option<u64>,
     /// The last answer delivered, which a reviewer's verdict must match.
     last_answer: Option<Message>,
+    /// The endpoint refused one of its requests as too long for the model.
+    refused_as_too_long: bool,
     /// The tool calls the model asked for in the answers delivered, by id.
     delivered_calls: HashMap<String, String>,
     changing_calls: u32,
@@ -87,6 +91,7 @@ impl<'r, 'a> Served<'r, 'a> {
             requests: 0,
             last_request: None,
             last_answer: None,
+            refused_as_too_long: false,
             delivered_calls: HashMap::new(),
             changing_calls: 0,
             hello_at: None,
@@ -182,9 +187,18 @@ impl<'r, 'a> Served<'r, 'a> {
                 self.report_at.get_or_insert_with(Instant::now);
                 self.verdict = Some(self.check_verdict(reported)?);
             }
-            FromChild::Error { message } => {
+            FromChild::Compacted { step } => {
+                self.event(AgentEvent::Compacted { step: &step });
+            }
+            FromChild::Error {
+                message,
+                context_exhausted,
+            } => {
                 self.report_at.get_or_insert_with(Instant::now);
-                self.child_error = Some(message);
+                // Only a refusal the parent delivered makes a conversation
+                // too long; otherwise it is the child's error like any other.
+                let believed = context_exhausted && self.refused_as_too_long;
+                self.child_error = Some((message, believed));
             }
             FromChild::Unknown => {
                 let kind = crate::protocol::codec::type_of(line);
@@ -334,7 +348,10 @@ impl<'r, 'a> Served<'r, 'a> {
                 let message = error.to_string();
                 self.event(AgentEvent::ModelError { message: &message });
                 let kind = match error {
-                    LlmError::ContextExceeded { .. } => ModelFailure::ContextExceeded,
+                    LlmError::ContextExceeded { .. } => {
+                        self.refused_as_too_long = true;
+                        ModelFailure::ContextExceeded
+                    }
                     _ => ModelFailure::Other,
                 };
                 ToChild::LlmError {
@@ -367,8 +384,12 @@ impl<'r, 'a> Served<'r, 'a> {
         if self.verdict.is_some() {
             return (AgentStatus::Completed, None);
         }
-        if let Some(error) = &self.child_error {
-            return (AgentStatus::Error, Some(error.clone()));
+        if let Some((error, context_exhausted)) = &self.child_error {
+            let status = match context_exhausted {
+                true => AgentStatus::ContextExhausted,
+                false => AgentStatus::Error,
+            };
+            return (status, Some(error.clone()));
         }
         let how = match exit {
             Some(status) => describe_exit(status),

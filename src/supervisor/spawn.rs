@@ -166,7 +166,7 @@ pub async fn run_prepared(
         name: &name,
         key: task.agent_key(),
         role: task.role,
-        max_requests: task.limits.max_turns.saturating_add(1),
+        max_requests: task.limits.max_requests(),
         model,
         limits: config.limits,
         events,

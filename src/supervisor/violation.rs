@@ -22,7 +22,7 @@ pub enum Violation {
     #[error("model request {id} comes after request {last}; each request needs a new, higher id")]
     RequestOrder { id: u64, last: u64 },
     #[error(
-        "the agent asked for more than {0} model answers, its turn limit (--max-turns) and the wrap-up after it"
+        "the agent asked for more than {0} model answers, three for each turn of its limit (--max-turns) and the wrap-up"
     )]
     TooManyRequests(u32),
     #[error("more than {MAX_PENDING_REQUESTS} model requests at once")]

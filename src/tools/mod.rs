@@ -282,15 +282,21 @@ fn within_file_limit(max: Option<u64>, shown: &str, bytes: usize) -> Result<(), 
     }
 }
 
-/// Parses a call's JSON arguments into the tool's own type; a mismatch is
-/// the model's to fix.
+/// Parses a call's JSON arguments into the tool's own type; text that is
+/// not JSON (often an answer cut off mid-call) and a mismatch are the
+/// model's to fix, and it is told which.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, arguments: &str) -> Result<T, ToolError> {
     let text = if arguments.trim().is_empty() {
         "{}"
     } else {
         arguments
     };
-    serde_json::from_str(text)
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        ToolError::RespondToModel(format!(
+            "the arguments of {tool} are not valid JSON: {e}; call {tool} again with its arguments as one JSON object"
+        ))
+    })?;
+    serde_json::from_value(value)
         .map_err(|e| ToolError::RespondToModel(format!("invalid arguments for {tool}: {e}")))
 }
 

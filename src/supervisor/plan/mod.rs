@@ -38,6 +38,34 @@ pub struct Step {
     pub dependencies: Vec<String>,
 }
 
+/// The JSON Schema of a plan, for endpoints that hold answers to one
+/// (`response_format`); the strict parse stays the judge either way.
+pub fn plan_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "description": {"type": "string"},
+                        "type": {"type": "string"},
+                        "dependencies": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["id", "description", "type", "dependencies"],
+                    "additionalProperties": false
+                }
+            }
+        },
+        "required": ["summary", "steps"],
+        "additionalProperties": false
+    })
+}
+
 fn default_kind() -> String {
     "task".to_string()
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::budget::Budget;
+use super::events::RunEvent;
+use super::recorder::EventLog;
 use super::runner::AgentRunner;
 use crate::signal::StopSignal;
 use crate::supervisor::Progress;
@@ -77,26 +79,33 @@ impl RunContext {
 /// Agent-level progress during a run: every line with `--verbose`,
 /// otherwise only warnings, and what the sandbox could not enforce once
 /// per run rather than once per agent, so parallel steps stay readable.
+/// A retry of a model request is a run event (`llm_retry`), with its line.
 pub struct AgentLines {
     pub progress: Progress,
     pub verbose: bool,
     pub sandbox_notes: Mutex<HashSet<String>>,
+    pub log: EventLog,
 }
 
 impl AgentLines {
-    pub fn new(verbose: bool) -> Self {
+    pub fn new(verbose: bool, log: EventLog) -> Self {
         AgentLines {
             progress: Progress::stderr(),
             verbose,
             sandbox_notes: Mutex::new(HashSet::new()),
+            log,
         }
     }
 }
 
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
+        if let AgentEvent::ModelRetry { retry } = &event {
+            self.log.event(&RunEvent::retry(agent, retry));
+            return;
+        }
         let show = match &event {
-            AgentEvent::Warning { .. } | AgentEvent::ModelRetry { .. } => true,
+            AgentEvent::Warning { .. } | AgentEvent::Compacted { .. } => true,
             AgentEvent::Sandbox { report } => self
                 .sandbox_notes
                 .lock()

@@ -152,6 +152,15 @@ pub enum RunEvent {
         limit: Limit,
         reason: String,
     },
+    /// A model request failed and is tried again: `attempt` of `of`,
+    /// after `wait_seconds`. `agent` is `planner` or an agent's name.
+    LlmRetry {
+        agent: String,
+        attempt: u32,
+        of: u32,
+        reason: String,
+        wait_seconds: f64,
+    },
     RunFinished {
         status: RunStatus,
         exit_code: u8,
@@ -165,6 +174,17 @@ pub enum RunEvent {
 }
 
 impl RunEvent {
+    /// The retry of a model request of `agent`.
+    pub fn retry(agent: &str, retry: &crate::llm::Retrying) -> Self {
+        RunEvent::LlmRetry {
+            agent: agent.to_string(),
+            attempt: retry.attempt + 1,
+            of: retry.of,
+            reason: retry.reason.clone(),
+            wait_seconds: crate::protocol::round_seconds(retry.wait.as_secs_f64()),
+        }
+    }
+
     /// The line a person reads on stderr, or `None` for events shown some
     /// other way (the plan tree, the summary table).
     pub fn human_line(&self) -> Option<String> {
@@ -173,6 +193,15 @@ impl RunEvent {
                 run_id, run_dir, ..
             } => format!("run {run_id}: results in {run_dir}"),
             RunEvent::PlanReady { .. } | RunEvent::RunFinished { .. } => return None,
+            RunEvent::LlmRetry {
+                agent,
+                attempt,
+                of,
+                reason,
+                wait_seconds,
+            } => format!(
+                "agent {agent} | model: {reason}, retrying in {wait_seconds:.1} s ({attempt} of {of})"
+            ),
             RunEvent::PlanInvalid { reason, saved, .. } => {
                 format!("the plan is invalid: {reason} (the planner's answer is in {saved})")
             }

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 pub use self::context::{AgentLines, TeamSettings};
 pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
-pub use self::planner::{PlanFailure, Planner};
+pub use self::planner::{PlanFailure, Planner, ReplanContext};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
 pub use self::resume::find_run;
 pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunFuture};
@@ -45,7 +45,7 @@ use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
 use self::resume::ResumeError;
 use super::plan::{Plan, levels, render_tree};
-use crate::llm::ChatModel;
+use crate::llm::{ChatModel, RetryObserver};
 use crate::protocol::display_in;
 use crate::signal::StopSignal;
 use crate::supervisor::AgentSettings;
@@ -145,7 +145,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         workers,
         reviewers,
         stop: stop.clone(),
-        lines: AgentLines::new(config.team.verbose),
+        lines: AgentLines::new(config.team.verbose, recorder.log()),
     };
     let ctx = RunContext {
         goal: record.goal.clone(),
@@ -157,11 +157,16 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         budget,
         stop,
     };
+    let log = recorder.log();
+    let retries = RetryObserver(Arc::new(move |retry: &crate::llm::Retrying| {
+        log.event(&RunEvent::retry("planner", retry));
+    }));
     let mut planner = Planner::new(
         planner_model,
         prompts_dir,
         Some(run_dir.join("planner").join("conversations.json")),
-    );
+    )
+    .with_retries(retries);
     let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
     let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await?;
     Ok(TeamOutcome { exit_code, run_dir })

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::context::RunContext;
 use super::events::{Limit, RunEvent};
-use super::planner::Planner;
+use super::planner::{Planner, ReplanContext};
 use super::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use super::recorder::Recorder;
 use super::replan::{replaced_by_replan, replan_input, replan_reason};
@@ -484,9 +484,16 @@ impl<'c> Owner<'c> {
         self.emit(RunEvent::Replanning { round, reason }, |run| {
             run.replans = round;
         });
-        let answer = planner
-            .replan(&input.failed, &input.completed, &input.taken, &input.done)
-            .await;
+        let plan = self.record.live_plan();
+        let context = ReplanContext {
+            goal: &self.record.goal,
+            plan: &plan,
+            failed: &input.failed,
+            completed: &input.completed,
+            taken: &input.taken,
+            done: &input.done,
+        };
+        let answer = planner.replan(&context).await;
         match answer {
             Ok(plan) => {
                 let file = self.ctx.run_dir.join(format!("replan-{round}.json"));

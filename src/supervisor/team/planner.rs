@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
-use crate::llm::{ChatModel, CompletionRequest};
+use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{AgentId, AgentStats, AgentStatus};
-use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with};
+use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
 use crate::transcript::Conversation;
 
 /// Why no plan came back, and what the planner said instead.
@@ -22,12 +22,27 @@ pub struct PlanFailure {
     pub answer: String,
 }
 
+/// What a replan is asked with.
+pub struct ReplanContext<'a> {
+    pub goal: &'a str,
+    /// The plan being run, as it stands.
+    pub plan: &'a Plan,
+    /// What failed, and the steps that completed and stay, in words.
+    pub failed: &'a str,
+    pub completed: &'a str,
+    /// The run's step ids, and the completed ones.
+    pub taken: &'a HashSet<String>,
+    pub done: &'a HashSet<String>,
+}
+
 pub struct Planner {
     model: Arc<dyn ChatModel>,
     prompts_dir: Option<PathBuf>,
     conversation: Conversation,
     /// Where the conversation is kept, when it is.
     transcript: Option<PathBuf>,
+    /// Told of each retry of a request.
+    on_retry: Option<RetryObserver>,
 }
 
 impl Planner {
@@ -54,14 +69,18 @@ impl Planner {
             prompts_dir,
             conversation,
             transcript,
+            on_retry: None,
         }
     }
 
+    /// The planner, with `observer` told of each retry of a request.
+    pub fn with_retries(mut self, observer: RetryObserver) -> Self {
+        self.on_retry = Some(observer);
+        self
+    }
+
     pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
-        let system = self.prompt(Prompt::Planner)?;
-        self.conversation
-            .messages
-            .push(Message::system(render(&system, &[])));
+        self.open()?;
         let answer = self.ask(format!("Goal: {goal}")).await?;
         parse_plan(&answer).map_err(|e| PlanFailure {
             reason: e.to_string(),
@@ -69,19 +88,35 @@ impl Planner {
         })
     }
 
+    /// The system prompt, which says what a plan looks like.
+    fn open(&mut self) -> Result<(), PlanFailure> {
+        let system = self.prompt(Prompt::Planner)?;
+        self.conversation
+            .messages
+            .push(Message::system(render(&system, &[])));
+        Ok(())
+    }
+
     /// A plan for the rest of the work, after `failed`; `completed` lists
     /// what stays. `taken` and `done` are the run's step ids and the
-    /// completed ones.
-    pub async fn replan(
-        &mut self,
-        failed: &str,
-        completed: &str,
-        taken: &HashSet<String>,
-        done: &HashSet<String>,
-    ) -> Result<Plan, PlanFailure> {
+    /// completed ones. A planner that did not make the plan (`troupe run
+    /// --plan`) is told first what a plan is, the goal, and the plan.
+    pub async fn replan(&mut self, context: &ReplanContext<'_>) -> Result<Plan, PlanFailure> {
         let template = self.prompt(Prompt::Replan)?;
-        let question = render(&template, &[("failed", failed), ("completed", completed)]);
+        let mut question = render(
+            &template,
+            &[("failed", context.failed), ("completed", context.completed)],
+        );
+        if self.conversation.messages.is_empty() {
+            self.open()?;
+            let plan = serde_json::to_string_pretty(context.plan).unwrap_or_default();
+            question = format!(
+                "Goal: {}\n\nThe plan being run, which the user gave:\n\n```json\n{plan}\n```\n\n{question}",
+                context.goal
+            );
+        }
         let answer = self.ask(question).await?;
+        let (taken, done) = (context.taken, context.done);
         parse_plan_with(&answer, taken, done).map_err(|e| PlanFailure {
             reason: e.to_string(),
             answer,
@@ -95,7 +130,11 @@ impl Planner {
             step: None,
             attempt: None,
         };
-        let request = CompletionRequest::new(agent, self.conversation.messages.clone(), Vec::new());
+        let request = CompletionRequest {
+            schema: Some(plan_schema()),
+            on_retry: self.on_retry.clone(),
+            ..CompletionRequest::new(agent, self.conversation.messages.clone(), Vec::new())
+        };
         let result = self.model.complete(request).await;
         let answer = match result {
             Ok(completion) => {

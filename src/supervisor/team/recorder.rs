@@ -25,6 +25,14 @@ use super::events::RunEvent;
 use super::record::RunRecord;
 
 pub struct Recorder {
+    log: EventLog,
+}
+
+/// The run's event stream alone: for the events that change nothing in
+/// the record (a model request retried), which come from wherever they
+/// happen rather than through the owner.
+#[derive(Clone)]
+pub struct EventLog {
     writer: Sender<ToWriter>,
     started: Instant,
     json_stdout: bool,
@@ -65,9 +73,11 @@ impl Recorder {
             .name("troupe-recorder".to_string())
             .spawn(move || write_records(inbox, events, dir))?;
         let recorder = Recorder {
-            writer,
-            started: Instant::now(),
-            json_stdout,
+            log: EventLog {
+                writer,
+                started: Instant::now(),
+                json_stdout,
+            },
         };
         recorder.save(record);
         recorder.flush();
@@ -75,11 +85,38 @@ impl Recorder {
     }
 
     pub fn elapsed_seconds(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
+        self.log.started.elapsed().as_secs_f64()
+    }
+
+    /// The event stream, for those who only add to it.
+    pub fn log(&self) -> EventLog {
+        self.log.clone()
     }
 
     /// Records `event`, and `record` as it stands after it.
     pub fn emit(&self, event: &RunEvent, record: &Arc<RunRecord>) {
+        self.save(record);
+        self.log.event(event);
+    }
+
+    /// Records `record` as it stands, without an event (counters).
+    pub fn save(&self, record: &Arc<RunRecord>) {
+        let _ = self.log.writer.send(ToWriter::State(Arc::clone(record)));
+    }
+
+    /// Waits until everything handed over so far is written.
+    pub fn flush(&self) {
+        let (done, wait) = channel();
+        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
+
+impl EventLog {
+    /// One line in events.jsonl (and on stdout with `--json`), and the
+    /// event's human line on stderr.
+    pub fn event(&self, event: &RunEvent) {
         let elapsed = self.started.elapsed();
         let line = EventLine {
             at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -96,21 +133,7 @@ impl Recorder {
         if let Some(human) = event.human_line() {
             eprintln!("[{:6.1}s] {human}", elapsed.as_secs_f64());
         }
-        self.save(record);
         let _ = self.writer.send(ToWriter::Event(text));
-    }
-
-    /// Records `record` as it stands, without an event (counters).
-    pub fn save(&self, record: &Arc<RunRecord>) {
-        let _ = self.writer.send(ToWriter::State(Arc::clone(record)));
-    }
-
-    /// Waits until everything handed over so far is written.
-    pub fn flush(&self) {
-        let (done, wait) = channel();
-        if self.writer.send(ToWriter::Flush(done)).is_ok() {
-            let _ = wait.recv();
-        }
     }
 }
 

@@ -86,19 +86,23 @@ impl ProcessRunner {
         task.step = Some(request.step);
         task.attempt = request.attempt;
         self.settings.fill(&mut task);
-        task.limits.context_window = match request.role {
-            AgentRole::Worker => self.workers.context_window,
-            AgentRole::Reviewer => self.reviewers.context_window,
+        let role = match request.role {
+            AgentRole::Worker => &self.workers,
+            AgentRole::Reviewer => &self.reviewers,
         };
+        task.limits.context_window = role.context_window;
+        task.limits.max_output_tokens = role.max_output_tokens;
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
     }
 }
 
-/// The model of a role, and what its context holds.
+/// The model of a role, what its context holds and how long an answer
+/// may be.
 #[derive(Clone)]
 pub struct RoleModel {
     pub model: Arc<dyn ChatModel>,
     pub context_window: Option<u32>,
+    pub max_output_tokens: Option<u32>,
 }
 
 /// What the run keeps of one agent's end.

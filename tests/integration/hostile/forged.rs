@@ -89,17 +89,18 @@ fn a_request_id_used_before_is_a_protocol_error() {
 #[test]
 fn requests_beyond_the_turn_limit_are_refused() {
     let sandbox = Sandbox::new();
-    let body = format!("{HELLO}\n{}\n{}\n{}\nsleep 300", ask(1), ask(2), ask(3));
+    let asks: Vec<String> = (1..=7).map(ask).collect();
+    let body = format!("{HELLO}\n{}\nsleep 300", asks.join("\n"));
     let run = fake_spawn(&sandbox, &body, &["--max-turns", "1"]);
     let error = protocol_error(&run);
     assert!(
-        error.contains("asked for more than 2 model answers"),
+        error.contains("asked for more than 6 model answers"),
         "{error}"
     );
     assert_eq!(
         run.json()["stats"]["token_usage"]["total"],
-        20,
-        "two answers were given"
+        60,
+        "six answers were given: three for the turn and three for the wrap-up"
     );
 }
 
