@@ -246,6 +246,9 @@ impl<'a> Session<'a> {
             }
         };
         let told = match &step {
+            CompactionStep::Shortened { results: 1, .. } => {
+                "sending a long tool result as its head and tail".to_string()
+            }
             CompactionStep::Shortened { results, .. } => {
                 format!("sending {results} long tool results as their head and tail")
             }

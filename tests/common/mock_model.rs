@@ -19,15 +19,38 @@ pub struct MockResponse {
 impl MockResponse {
     /// 200 with a chat completion whose choice carries `message`.
     pub fn completion(message: Value) -> Self {
+        Self::answer(message, "stop", Some((100, 20)))
+    }
+
+    /// A completion with this `finish_reason` and `usage` (prompt,
+    /// completion), or none.
+    pub fn answer(message: Value, finish_reason: &str, usage: Option<(u64, u64)>) -> Self {
+        let mut body = json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        });
+        if let Some((prompt, completion)) = usage {
+            body["usage"] = json!({
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion
+            });
+        }
+        Self::raw(200, body.to_string())
+    }
+
+    /// 200 with an assistant message that says `text`.
+    pub fn text(text: &str) -> Self {
+        Self::completion(json!({"role": "assistant", "content": text}))
+    }
+
+    /// A refusal in the words an endpoint uses for a prompt too long for
+    /// its model (llama.cpp's).
+    pub fn too_long() -> Self {
         Self::raw(
-            200,
-            json!({
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "finish_reason": ""}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-            })
-            .to_string(),
+            400,
+            r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#,
         )
     }
 

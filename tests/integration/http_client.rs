@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::common::mock_model::{MockModel, MockResponse};
 use crate::common::{Run, Sandbox, run, troupe};
 
-fn spawn_against(sandbox: &Sandbox, mock: &MockModel, extra: &[&str]) -> Run {
+pub fn spawn_against(sandbox: &Sandbox, mock: &MockModel, extra: &[&str]) -> Run {
     let mut command = troupe();
     command
         .args([
@@ -29,20 +29,20 @@ fn spawn_against(sandbox: &Sandbox, mock: &MockModel, extra: &[&str]) -> Run {
     run(command)
 }
 
-fn write_call(arguments: Value) -> Value {
+pub fn write_call(arguments: Value) -> Value {
     json!({"role": "assistant", "content": null, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}
     ]})
 }
 
-fn finish_call() -> Value {
+pub fn finish_call() -> Value {
     json!({"role": "assistant", "tool_calls": [
         {"id": "c2", "type": "function", "function": {"name": "finish_task",
          "arguments": {"success": true, "summary": "done"}}}
     ]})
 }
 
-fn assistant_messages(body: &Value) -> Vec<&Value> {
+pub fn assistant_messages(body: &Value) -> Vec<&Value> {
     body["messages"]
         .as_array()
         .unwrap()
@@ -265,4 +265,25 @@ fn a_slow_endpoint_hits_the_request_timeout() {
     assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
     let error = run.json()["error"].as_str().unwrap().to_string();
     assert!(error.contains("no answer within 1 s"), "{error}");
+}
+
+#[test]
+fn a_timed_out_request_is_tried_once_more_and_no_more() {
+    let sandbox = Sandbox::new();
+    let slow = || MockResponse::completion(finish_call()).after(Duration::from_secs(4));
+    let mock = MockModel::start(vec![slow(), slow(), slow(), slow()]);
+    let run = spawn_against(
+        &sandbox,
+        &mock,
+        &["--request-timeout", "1", "--http-retries", "4"],
+    );
+    assert_eq!(run.code, 1);
+    assert_eq!(mock.requests().len(), 2, "the first try and one more");
+    let error = run.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.contains("gave up after 2 attempts")
+            && error.contains("1. ")
+            && error.contains("2. "),
+        "each attempt's cause: {error}"
+    );
 }

@@ -15,6 +15,7 @@ mod hostile;
 mod http_client;
 mod inspect;
 mod launcher;
+mod real_models;
 mod sandbox;
 mod slurm;
 mod spawn_result;

@@ -84,6 +84,7 @@ impl OpenAiClient {
         let http = reqwest::Client::builder()
             .timeout(settings.request_timeout)
             .connect_timeout(Duration::from_secs(10))
+            .tcp_keepalive(Duration::from_secs(30))
             .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| LlmError::Transport {
