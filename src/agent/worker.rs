@@ -2,9 +2,10 @@
 //! it calls, repeat until `finish_task`, with the guards that keep a
 //! confused model from running forever: reminders when it stops without
 //! finishing, and a tools-off wrap-up on stagnation, the turn limit or the
-//! token limit.
+//! token limit. A model whose answers keep being cut at the output limit
+//! fails the task with that reason, like one that goes in circles.
 
-use super::session::{LoopEnd, Session};
+use super::session::{AgentFailure, LoopEnd, Session};
 use crate::prompts::Prompt;
 use crate::protocol::StopReason;
 
@@ -25,7 +26,17 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
         if let Some(limit) = session.next_turn() {
             return wrap_up(session, limit).await;
         }
-        let reply = session.ask(true).await?;
+        let reply = match session.ask(true).await {
+            Ok(reply) => reply,
+            Err(LoopEnd::Failed(cut @ AgentFailure::Truncated { .. })) => {
+                return Ok(LoopEnd::Finished {
+                    success: false,
+                    summary: cut.to_string(),
+                    stop_reason: StopReason::OutputLimit,
+                });
+            }
+            Err(end) => return Err(end),
+        };
         if reply.tool_calls.is_empty() {
             if reminders < MAX_REMINDERS {
                 reminders += 1;

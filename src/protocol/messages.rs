@@ -182,6 +182,8 @@ pub enum StopReason {
     Stagnation,
     TurnLimit,
     TokenLimit,
+    /// Its answers were cut at the output limit again and again.
+    OutputLimit,
 }
 
 impl StopReason {
@@ -192,6 +194,7 @@ impl StopReason {
             StopReason::Stagnation => "repeated the same tool call three times",
             StopReason::TurnLimit => "reached its turn limit",
             StopReason::TokenLimit => "reached its token limit",
+            StopReason::OutputLimit => "kept giving answers longer than its output limit",
         }
     }
 }

@@ -93,10 +93,20 @@ impl Recorded {
     }
 }
 
+/// What the upstream of a proxy answered to one forwarded request.
+#[derive(Debug, Clone)]
+pub struct Forwarded {
+    pub status: u16,
+    pub body: Value,
+}
+
 #[derive(Default)]
 struct State {
     responses: VecDeque<MockResponse>,
     requests: Vec<Recorded>,
+    /// Where requests go once the canned responses are used up.
+    upstream: Option<String>,
+    forwarded: Vec<Forwarded>,
 }
 
 pub struct MockModel {
@@ -107,11 +117,23 @@ pub struct MockModel {
 
 impl MockModel {
     pub fn start(responses: Vec<MockResponse>) -> Self {
+        Self::serving(responses, None)
+    }
+
+    /// A proxy to `upstream` (a base URL, `http://127.0.0.1:PORT/v1`) that
+    /// answers the first requests itself, with `canned`: how a test gives a
+    /// real server the turn a tiny model cannot make.
+    pub fn proxy(canned: Vec<MockResponse>, upstream: &str) -> Self {
+        Self::serving(canned, Some(upstream.to_string()))
+    }
+
+    fn serving(responses: Vec<MockResponse>, upstream: Option<String>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
             responses: responses.into(),
-            requests: Vec::new(),
+            upstream,
+            ..State::default()
         }));
         let shared = Arc::clone(&state);
         std::thread::spawn(move || {
@@ -125,6 +147,11 @@ impl MockModel {
 
     pub fn requests(&self) -> Vec<Recorded> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The upstream's answers to the requests a proxy forwarded.
+    pub fn forwarded(&self) -> Vec<Forwarded> {
+        self.state.lock().unwrap().forwarded.clone()
     }
 }
 
@@ -158,24 +185,35 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         .unwrap_or(0);
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let response = {
+    let raw = body;
+    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    let (response, upstream) = {
         let mut state = state.lock().unwrap();
         state.requests.push(Recorded {
-            path,
-            headers,
+            path: path.clone(),
+            headers: headers.clone(),
             body,
             at: Instant::now(),
         });
-        state.responses.pop_front().unwrap_or_else(|| {
-            MockResponse::raw(
-                500,
-                r#"{"error":{"message":"the mock has no more responses"}}"#,
-            )
-        })
+        match state.responses.pop_front() {
+            Some(response) => (Some(response), None),
+            None => (None, state.upstream.clone()),
+        }
     };
-    std::thread::sleep(response.delay);
     let mut out = stream;
+    if let Some(upstream) = upstream {
+        let (answer, forwarded) = forward(&upstream, &path, &headers, &raw);
+        state.lock().unwrap().forwarded.push(forwarded);
+        let _ = out.write_all(&answer);
+        return;
+    }
+    let response = response.unwrap_or_else(|| {
+        MockResponse::raw(
+            500,
+            r#"{"error":{"message":"the mock has no more responses"}}"#,
+        )
+    });
+    std::thread::sleep(response.delay);
     let mut head = format!(
         "HTTP/1.1 {} Mock\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
         response.status,
@@ -188,4 +226,45 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
     let _ = out.write_all(head.as_bytes());
     let _ = out.write_all(response.body.as_bytes());
     let _ = out.flush();
+}
+
+/// Sends the request on to `upstream` as it came, and returns the
+/// upstream's whole answer, and what it said.
+fn forward(
+    upstream: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (Vec<u8>, Forwarded) {
+    let host = upstream
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap();
+    let mut stream = TcpStream::connect(host).expect("connect to the upstream");
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        if !["host", "connection", "content-length"].contains(&name.as_str()) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let json = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str(body).ok())
+        .unwrap_or(Value::Null);
+    (answer, Forwarded { status, body: json })
 }

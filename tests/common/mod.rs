@@ -2,6 +2,7 @@
 //! real binaries with a bound that catches hangs, scripted-model files,
 //! and process checks.
 
+pub mod llama;
 pub mod mock_model;
 
 use std::path::{Path, PathBuf};

@@ -15,6 +15,7 @@ mod hostile;
 mod http_client;
 mod inspect;
 mod launcher;
+mod real_endpoint;
 mod real_models;
 mod sandbox;
 mod slurm;

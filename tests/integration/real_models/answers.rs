@@ -63,7 +63,7 @@ fn a_cut_answer_is_asked_again_and_its_calls_are_not_run() {
 }
 
 #[test]
-fn three_cut_answers_in_a_row_end_the_agent_with_a_reason() {
+fn three_cut_answers_in_a_row_fail_the_task_with_a_reason() {
     let sandbox = Sandbox::new();
     let cut = || {
         MockResponse::answer(
@@ -77,12 +77,16 @@ fn three_cut_answers_in_a_row_end_the_agent_with_a_reason() {
     assert_eq!(run.code, 1);
     assert_eq!(mock.requests().len(), 3, "asked again twice, no more");
     let result = run.json();
-    assert_eq!(result["status"], "error");
-    let error = result["error"].as_str().unwrap();
+    assert_eq!(
+        result["status"], "failed",
+        "the model's doing, not troupe's"
+    );
+    assert_eq!(result["stop_reason"], "output_limit");
+    let said = result["result_summary"].as_str().unwrap();
     assert!(
-        error.contains("cut at the output limit (50 tokens) 3 times")
-            && error.contains("--max-output-tokens"),
-        "{error}"
+        said.contains("cut at the output limit (50 tokens) 3 times")
+            && said.contains("--max-output-tokens"),
+        "{said}"
     );
     assert_eq!(result["stats"]["token_usage"]["total"], 450);
 }
