@@ -9,24 +9,13 @@ use serde_json::json;
 
 use crate::common::llama::{LlamaServer, shared};
 use crate::common::mock_model::{MockModel, MockResponse};
-use crate::common::{Run, Sandbox, run, troupe};
+use crate::common::{Run, Sandbox, run, spawn_command};
 
 /// `troupe spawn` of agent 7 with `task`, against `url`.
 fn spawn_at(sandbox: &Sandbox, url: &str, task: &str, extra: &[&str]) -> Run {
-    let mut command = troupe();
+    let mut command = spawn_command(sandbox, 7, task, "smollm2");
     command
-        .args([
-            "spawn",
-            "--id",
-            "7",
-            "--summary",
-            "real model",
-            "--task",
-            task,
-        ])
-        .arg("--workspace")
-        .arg(sandbox.ws())
-        .args(["--model", "smollm2", "--base-url", url, "--max-turns", "3"])
+        .args(["--base-url", url, "--max-turns", "3"])
         .args(extra);
     run(command)
 }

@@ -3,10 +3,10 @@
 
 use serde_json::json;
 
+use super::{one_step_plan, run_with_planner_at};
 use crate::common::Sandbox;
 use crate::common::mock_model::{MockModel, MockResponse};
 use crate::http_client::{finish_call, spawn_against, write_call};
-use crate::team::{approving_reviewer, finish_team_run, team_command, worker_rule, worker_writes};
 
 fn failing(status: u16, message: &str) -> MockResponse {
     MockResponse::raw(status, json!({"error": {"message": message}}).to_string())
@@ -68,25 +68,11 @@ fn a_200_that_carries_a_server_error_is_retried() {
 #[test]
 fn retries_are_llm_retry_events_of_a_run() {
     let sandbox = Sandbox::new();
-    let plan = json!({"summary": "s", "steps": [
-        {"id": "a", "description": "do a", "type": "FILE_WRITE", "dependencies": []}
-    ]});
     let mock = MockModel::start(vec![
         failing(503, "warming up"),
-        MockResponse::text(&plan.to_string()),
+        MockResponse::text(&one_step_plan()),
     ]);
-    let rules = vec![
-        worker_rule("a", worker_writes("a", 0)),
-        approving_reviewer(),
-    ];
-    let mut command = team_command(&sandbox, rules, &["--json"]);
-    command.args([
-        "--planner-model",
-        "planner-x",
-        "--planner-base-url",
-        &mock.url,
-    ]);
-    let team = finish_team_run(&sandbox, command);
+    let team = run_with_planner_at(&sandbox, &mock, &["--json"]);
     assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
     let retries = team.events_of("llm_retry");
     assert_eq!(retries.len(), 1, "{retries:?}");

@@ -3,33 +3,16 @@
 
 use serde_json::json;
 
+use super::{one_step_plan, run_with_planner_at};
 use crate::common::mock_model::{MockModel, MockResponse};
 use crate::common::{Sandbox, run, troupe};
 use crate::team::{finish_team_run, planner, step, team_command, worker_rule, worker_writes};
-
-fn one_step_plan() -> String {
-    json!({"summary": "s", "steps": [
-        {"id": "a", "description": "do a", "type": "FILE_WRITE", "dependencies": []}
-    ]})
-    .to_string()
-}
 
 #[test]
 fn the_planner_has_its_own_model_and_asks_for_a_plan_by_schema() {
     let sandbox = Sandbox::new();
     let mock = MockModel::start(vec![MockResponse::text(&one_step_plan())]);
-    let rules = vec![
-        worker_rule("a", worker_writes("a", 0)),
-        crate::team::approving_reviewer(),
-    ];
-    let mut command = team_command(&sandbox, rules, &[]);
-    command.args([
-        "--planner-model",
-        "planner-x",
-        "--planner-base-url",
-        &mock.url,
-    ]);
-    let team = finish_team_run(&sandbox, command);
+    let team = run_with_planner_at(&sandbox, &mock, &[]);
     assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
     let requests = mock.requests();
     assert_eq!(requests.len(), 1, "only the planner asks the endpoint");
