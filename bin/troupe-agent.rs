@@ -32,11 +32,11 @@ fn main() -> ExitCode {
     let Some(task) = args.task else {
         return match troupe::sandbox::probe() {
             Ok(report) => {
-                println!("{}", serde_json::to_string(&report).unwrap_or_default());
+                troupe::say!("{}", serde_json::to_string(&report).unwrap_or_default());
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("troupe-agent: {e}");
+                troupe::tell!("troupe-agent: {e}");
                 ExitCode::FAILURE
             }
         };
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         true => match args.model.resolve(&Environment) {
             Ok(model) => Some(model),
             Err(e) => {
-                eprintln!("troupe-agent: {e}");
+                troupe::tell!("troupe-agent: {e}");
                 return ExitCode::from(2);
             }
         },

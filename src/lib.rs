@@ -18,6 +18,7 @@
 pub mod agent;
 pub mod chat;
 pub mod cli;
+pub mod console;
 pub mod deadline;
 pub mod fsutil;
 pub mod inspect;

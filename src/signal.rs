@@ -45,9 +45,13 @@ impl StopSignal {
     /// is not.
     pub async fn stopped(&self) -> String {
         let mut rx = self.rx.clone();
-        match rx.wait_for(Option::is_some).await {
-            Ok(reason) => reason.clone().unwrap_or_default(),
-            Err(_) => std::future::pending().await,
+        let reason = match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            None => std::future::pending().await,
         }
     }
 

@@ -14,6 +14,14 @@ pub fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
+/// `n` and `noun`, in the plural unless `n` is 1: "1 agent", "3 agents".
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// The longest suffix of `text` of at most `max` bytes that starts on a
 /// character boundary.
 pub fn suffix(text: &str, max: usize) -> &str {

@@ -83,7 +83,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
         }
     };
     if !sandbox.note.is_empty() {
-        eprintln!("troupe-agent: {}", sandbox.note);
+        crate::tell!("troupe-agent: {}", sandbox.note);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,7 +91,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("troupe-agent: cannot start the async runtime: {e}");
+            crate::tell!("troupe-agent: cannot start the async runtime: {e}");
             return ExitCode::from(2);
         }
     };

@@ -73,7 +73,7 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
-                eprintln!("troupe-agent: reading from the parent failed: {e}");
+                crate::tell!("troupe-agent: reading from the parent failed: {e}");
                 break;
             }
         };
@@ -103,9 +103,9 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
             Ok(ToChild::Cancel { reason }) => cancel.trigger(reason.as_str()),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
-                eprintln!("troupe-agent: ignoring a message of unknown type `{kind}`");
+                crate::tell!("troupe-agent: ignoring a message of unknown type `{kind}`");
             }
-            Err(e) => eprintln!("troupe-agent: ignoring a bad line from the parent: {e}"),
+            Err(e) => crate::tell!("troupe-agent: ignoring a bad line from the parent: {e}"),
         }
     }
     cancel.trigger("the parent closed the pipe");
@@ -118,13 +118,10 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
 fn relayed(message: String, retryable: bool, kind: ModelFailure) -> LlmError {
     match kind {
         ModelFailure::ContextExceeded => LlmError::ContextExceeded {
-            url: "the parent's model".to_string(),
+            url: String::new(),
             message,
         },
-        ModelFailure::Other => LlmError::Relay {
-            message: format!("the model request failed in the parent: {message}"),
-            retryable,
-        },
+        ModelFailure::Other => LlmError::Relay { message, retryable },
     }
 }
 
@@ -142,6 +139,6 @@ fn answer(waiting: &Waiters, id: u64, result: Result<Completion, LlmError>) {
         Some(waiter) => {
             let _ = waiter.send(result);
         }
-        None => eprintln!("troupe-agent: an answer for request {id}, which is not waiting"),
+        None => crate::tell!("troupe-agent: an answer for request {id}, which is not waiting"),
     }
 }

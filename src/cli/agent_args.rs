@@ -16,25 +16,25 @@ use crate::supervisor::{AgentSettings, Hygiene, ServeLimits};
 pub struct AgentArgs {
     /// Seconds before an agent is stopped (cancel, grace, kill); its work
     /// and transcript so far are kept.
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = 600, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub timeout: u64,
 
     /// Seconds of silence from an agent (no protocol line, no model request
     /// pending) after which it counts as hung; 0 turns the watchdog off.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    #[arg(long, value_name = "SECS", default_value_t = 300, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_off)]
     pub idle_timeout: u64,
 
     /// Seconds between the cancel message and SIGKILL to the agent's
     /// process group.
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    #[arg(long, value_name = "SECS", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_none)]
     pub kill_grace: u64,
 
     /// Model turns before an agent must wrap up.
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 50, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_turns: u32,
 
     /// Default timeout of one run_command, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    #[arg(long, value_name = "SECS", default_value_t = 120, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub command_timeout: u64,
 
     /// A directory of prompt overrides (see prompts/ for the names); files
@@ -56,7 +56,7 @@ pub struct AgentArgs {
     /// The largest file an agent's commands may write, in bytes
     /// (RLIMIT_FSIZE on each command); write_file, edit_file and saved
     /// tool output keep to it too, with a tool error instead of a kill.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_file_size: u64,
 
     /// The Landlock sandbox of each agent: auto enforces what the kernel
@@ -96,7 +96,7 @@ pub struct AgentArgs {
 
     /// Seconds an agent may take to start (to say hello), a launcher's
     /// queue included.
-    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = 60, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub launch_timeout: u64,
 }
 
@@ -229,7 +229,7 @@ fn launcher_of(text: Option<&str>, results: &Path) -> Result<Option<Launcher>, U
     let launcher = Launcher::parse(text).map_err(UsageError::of)?;
     let probe = std::iter::successors(Some(results), |p| p.parent()).find(|p| p.exists());
     if let Some(warning) = probe.and_then(local_only_warning) {
-        eprintln!("troupe: warning: {warning}");
+        crate::tell!("troupe: warning: {warning}");
     }
     Ok(Some(launcher))
 }

@@ -65,7 +65,7 @@ pub struct WaitArgs {
     pub ids: Vec<String>,
 
     /// Give up after this many seconds (exit code 124).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub timeout: Option<u64>,
 
     #[command(flatten)]
@@ -79,7 +79,7 @@ pub struct TerminateArgs {
     pub id: String,
 
     /// Seconds to wait for the agent to stop before killing it outright.
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    #[arg(long, value_name = "SECS", default_value_t = 30, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_none)]
     pub patience: u64,
 
     #[command(flatten)]
@@ -218,9 +218,9 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
             success: !unknown,
             agents,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::say!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", table(&agents));
+        crate::console::out(&table(&agents));
     }
     Ok(if unknown {
         ExitCode::from(2)
@@ -289,8 +289,8 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
                     .ok()
                     .filter(|_| agent.status != Standing::Missing(Missing::Lost))
                 {
-                    Some(text) => print!("{text}"),
-                    None => println!("{}", serde_json::to_string_pretty(agent)?),
+                    Some(text) => crate::console::out(&text),
+                    None => crate::say!("{}", serde_json::to_string_pretty(agent)?),
                 }
             }
             return Ok(if all_completed {
@@ -307,7 +307,7 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
                 .filter(|(_, s)| !ended(s))
                 .map(|(id, _)| id.as_str())
                 .collect();
-            eprintln!(
+            crate::tell!(
                 "troupe: still running after {} s: {}",
                 args.timeout.unwrap_or(0),
                 running.join(", ")
@@ -349,7 +349,7 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
             partial_results: has_results(&dir),
             deliverables_dir: before.deliverables_dir,
         };
-        println!("{}", serde_json::to_string_pretty(&answer)?);
+        crate::say!("{}", serde_json::to_string_pretty(&answer)?);
         return Ok(ExitCode::FAILURE);
     };
     let supervisor = Pid::from_raw(i32::try_from(holder.pid).unwrap_or(i32::MAX));
@@ -378,7 +378,7 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
         partial_results: has_results(&dir),
         deliverables_dir: after.deliverables_dir,
     };
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    crate::say!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -74,7 +74,7 @@ pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
         }
         if let Some(exit) = supervisor.try_wait()? {
             let log = crate::fsutil::read_tail(&log_path, 64 * 1024).unwrap_or_default();
-            eprintln!(
+            crate::tell!(
                 "troupe: the background supervisor ended ({exit}) before starting agent {}:\n{}",
                 task.agent_id,
                 log.trim_end()
@@ -109,6 +109,6 @@ pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
         supervisor_pid: pid,
         log: crate::protocol::display_in(&task.workspace, &log_path),
     };
-    println!("{}", serde_json::to_string_pretty(&started)?);
+    crate::say!("{}", serde_json::to_string_pretty(&started)?);
     Ok(ExitCode::SUCCESS)
 }

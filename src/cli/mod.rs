@@ -102,14 +102,14 @@ pub fn main() -> ExitCode {
     // troupe holds the API key and every agent's pipe: no process of the
     // same user may read its environment or its file descriptors.
     if let Err(e) = crate::sandbox::make_undumpable() {
-        eprintln!("troupe: cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}");
+        crate::tell!("troupe: cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}");
         return ExitCode::FAILURE;
     }
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let sources = match config::Sources::load(&args) {
         Ok(sources) => sources,
         Err(e) => {
-            eprintln!("troupe: {e}");
+            crate::tell!("troupe: {e}");
             return ExitCode::from(2);
         }
     };
@@ -122,7 +122,7 @@ pub fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("troupe: cannot start the async runtime: {e}");
+            crate::tell!("troupe: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -142,7 +142,7 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("troupe: {error:#}");
+            crate::tell!("troupe: {error:#}");
             if error.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

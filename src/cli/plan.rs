@@ -13,8 +13,8 @@ use crate::chat::Actor;
 use crate::llm::build_model;
 use crate::settings::model::ModelFlags;
 use crate::settings::pick;
-use crate::supervisor::plan::{Plan, parse_plan, render_tree};
-use crate::supervisor::team::Planner;
+use crate::supervisor::plan::{Plan, levels, parse_plan_file, render_tree};
+use crate::supervisor::team::{PlanFailure, Planner};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -59,6 +59,11 @@ pub struct ValidateArgs {
     /// The plan file.
     #[arg(value_name = "PLAN")]
     pub plan: PathBuf,
+
+    /// Print the verdict as one JSON object: {"valid", "error"} or
+    /// {"valid", "summary", "steps", "levels"} (the step ids of each level).
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
@@ -78,7 +83,7 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         (None, None) => return Err(UsageError::Said("give the goal or --goal-file".into()).into()),
     };
     let retries = crate::llm::RetryObserver(std::sync::Arc::new(|retry: &crate::llm::Retrying| {
-        eprintln!(
+        crate::tell!(
             "troupe: planner | model: {}, retrying in {:.1} s ({} of {})",
             retry.reason,
             retry.wait.as_secs_f64(),
@@ -89,15 +94,21 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let mut planner = Planner::new(model, prompts_dir, None).with_retries(retries);
     let plan = match planner.plan(goal.trim()).await {
         Ok(plan) => plan,
-        Err(failure) => {
-            eprintln!("troupe: the planner's plan is invalid: {}", failure.reason);
-            if !failure.answer.is_empty() {
-                eprintln!("its answer was:\n{}", failure.answer);
+        Err(PlanFailure::NoAnswer(why)) => {
+            crate::tell!("troupe: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(failure @ PlanFailure::Invalid { .. }) => {
+            crate::tell!("troupe: {failure}");
+            if let PlanFailure::Invalid { answer, .. } = &failure
+                && !answer.is_empty()
+            {
+                crate::tell!("its answer was:\n{answer}");
             }
             return Ok(ExitCode::from(2));
         }
     };
-    eprint!("{}", render_tree(&plan, |_| None));
+    crate::console::err(&render_tree(&plan, |_| None));
     let text = match args.format {
         PlanFormat::Json => {
             let mut json = serde_json::to_string_pretty(&plan).context("cannot encode the plan")?;
@@ -111,17 +122,40 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         Some(path) => {
             std::fs::write(path, text)
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            eprintln!("plan written to {}", path.display());
+            crate::tell!("plan written to {}", path.display());
         }
-        None => print!("{text}"),
+        None => crate::console::out(&text),
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let plan = read_plan_file(&args.plan)?;
-    print!("{}", render_tree(&plan, |_| None));
-    Ok(ExitCode::SUCCESS)
+    if !args.json {
+        let plan = read_plan_file(&args.plan)?;
+        crate::console::out(&render_tree(&plan, |_| None));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (verdict, code) = match read_plan_file(&args.plan) {
+        Ok(plan) => {
+            let levels: Vec<Vec<&str>> = levels(&plan)
+                .iter()
+                .map(|level| level.iter().map(|&i| plan.steps[i].id.as_str()).collect())
+                .collect();
+            let verdict = serde_json::json!({
+                "valid": true,
+                "summary": plan.summary,
+                "steps": plan.steps.len(),
+                "levels": levels,
+            });
+            (verdict, ExitCode::SUCCESS)
+        }
+        Err(e) => (
+            serde_json::json!({"valid": false, "error": e.to_string()}),
+            ExitCode::from(2),
+        ),
+    };
+    crate::say!("{verdict}");
+    Ok(code)
 }
 
 /// A plan file, read and checked; an invalid one is a usage error that
@@ -129,6 +163,6 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
 pub fn read_plan_file(path: &Path) -> Result<Plan, UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError::Said(format!("cannot read the plan {}: {e}", path.display())))?;
-    parse_plan(&text)
-        .map_err(|e| UsageError::Said(format!("the plan {} is invalid: {e}", path.display())))
+    parse_plan_file(&text)
+        .map_err(|e| UsageError::Said(format!("the plan file {} is invalid: {e}", path.display())))
 }

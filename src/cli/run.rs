@@ -75,16 +75,16 @@ pub struct RunArgs {
 #[command(next_help_heading = "The run")]
 pub struct TeamArgs {
     /// Steps whose agents may run at the same time.
-    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_parallel: u32,
 
     /// Extra attempts of a step after a reviewer's rejection.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
     pub max_retries: u32,
 
     /// Times the Planner may plan the rest anew when under half the steps
     /// completed; 0 disables replanning.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
     pub max_replans: u32,
 
     /// Let a step whose review failed twice (model error, crash, timeout)
@@ -93,16 +93,16 @@ pub struct TeamArgs {
     pub accept_unreviewed: bool,
 
     /// Child processes the whole run may start.
-    #[arg(long, value_name = "N", default_value_t = 200)]
+    #[arg(long, value_name = "N", default_value_t = 200, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_agents: u32,
 
     /// Tokens the whole run may spend; once reached, no new agent starts.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_tokens: Option<u64>,
 
     /// Seconds of wall-clock for the whole run; then every agent is
     /// stopped, partial results kept, exit code 124.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub deadline: Option<u64>,
 }
 
@@ -118,7 +118,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();
     notices.dedup();
     for notice in notices {
-        eprintln!("troupe: {notice}");
+        crate::tell!("troupe: {notice}");
     }
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     std::fs::create_dir_all(&args.workspace)

@@ -76,7 +76,7 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         Target::Agent(dir) => show_agent(&dir, &args, &render).await,
         Target::Run(dir) => {
             if args.json {
-                print!("{}", read(&dir.join("run.json"))?);
+                crate::console::out(&read(&dir.join("run.json"))?);
                 return Ok(ExitCode::SUCCESS);
             }
             let run = load_run(&dir).map_err(UsageError::Said)?;
@@ -86,7 +86,7 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 Format::Dot => graph::dot(&run.live_plan(), &status),
                 Format::Mermaid => graph::mermaid(&run.live_plan(), &status),
             };
-            print!("{text}");
+            crate::console::out(&text);
             Ok(ExitCode::SUCCESS)
         }
         Target::Step { run, step } => {
@@ -95,9 +95,9 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 UsageError::Said(format!("the run {} has no step {step}", record.run_id))
             })?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(found)?);
+                crate::say!("{}", serde_json::to_string_pretty(found)?);
             } else {
-                print!("{}", step_text(found, &render));
+                crate::console::out(&step_text(found, &render));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -107,13 +107,13 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Result<ExitCode> {
     let path = dir.join(SUBAGENT_DIR).join("conversations.json");
     if args.json {
-        print!("{}", read(&path)?);
+        crate::console::out(&read(&path)?);
         return Ok(ExitCode::SUCCESS);
     }
     let load = || crate::transcript::load(&path).map_err(UsageError::of);
     let doc = load()?;
-    print!("{}", render.header(&doc));
-    print!("{}", render.messages(&doc.messages, 0));
+    crate::console::out(&render.header(&doc));
+    crate::console::out(&render.messages(&doc.messages, 0));
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -122,17 +122,17 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
     let supervised = dir.join(".subagent.lock").exists();
     while doc.status == AgentStatus::Running {
         if supervised && !registry::is_held(dir) {
-            println!("(the agent's supervisor is gone; it is lost)");
+            crate::say!("(the agent's supervisor is gone; it is lost)");
             return Ok(ExitCode::FAILURE);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         if let Ok(next) = load() {
-            print!("{}", render.messages(&next.messages, shown));
+            crate::console::out(&render.messages(&next.messages, shown));
             shown = next.messages.len();
             doc = next;
         }
     }
-    print!("{}", render.header(&doc));
+    crate::console::out(&render.header(&doc));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -147,9 +147,9 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             std::fs::write(path, page)
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            eprintln!("report written to {}", path.display());
+            crate::tell!("report written to {}", path.display());
         }
-        None => print!("{page}"),
+        None => crate::console::out(&page),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -57,7 +57,7 @@ pub struct SpawnArgs {
     pub deliverables_dir: Option<PathBuf>,
 
     /// Total tokens before the agent must wrap up (default: no limit).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_tokens: Option<u64>,
 
     /// Return at once with status "running": a detached supervisor runs
@@ -68,7 +68,7 @@ pub struct SpawnArgs {
 
     /// Agents that may run at once in the results directory; a background
     /// spawn beyond it is refused.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<usize>)]
     pub max_concurrent: usize,
 
     /// When the agent ends, run this shell command with the result file's
@@ -101,10 +101,12 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         args.max_tokens,
     )?;
     role.bound(&mut settings.limits);
-    let model_config = role.config;
+    // The model (a script that must exist, an endpoint URL that must parse)
+    // is checked before any record is touched.
+    let model = build_model(&role.config).map_err(UsageError::of)?;
     if let Some(task_path) = &args.supervise {
         let task = load_task(task_path)?;
-        return supervise(&args, &settings, model_config, task, true).await;
+        return supervise(&args, &settings, model, task, true).await;
     }
     let task = build_task(&args, workspace, &settings)?;
     let id = task.agent_id.to_string();
@@ -115,7 +117,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     if args.background {
         return super::background::launch(&task).await;
     }
-    supervise(&args, &settings, model_config, task, false).await
+    supervise(&args, &settings, model, task, false).await
 }
 
 /// Runs the prepared agent under this process, holding its directory, and
@@ -123,7 +125,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
 async fn supervise(
     args: &SpawnArgs,
     settings: &AgentSettings,
-    model_config: crate::llm::ModelConfig,
+    model: std::sync::Arc<dyn crate::llm::ChatModel>,
     task: TaskFile,
     background: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -138,20 +140,19 @@ async fn supervise(
     let stop = StopSignal::default();
     let result_path = task.subagent_dir().join("result.json");
     let config = SpawnConfig::new(task, settings, stop.clone(), "spawn");
-    let model = build_model(&model_config).map_err(UsageError::of)?;
     let interrupts = Interrupts::new();
     interrupts.watch(stop).context("cannot watch for Ctrl-C")?;
     let result = tokio::select! {
         run = run_prepared(config, model, &tracker) => run?.result,
         reason = interrupts.killed() => {
             tracker.finish(AgentStatus::Terminated);
-            eprintln!("troupe: {reason}: the agent was killed; its transcript is as it last wrote it");
+            crate::tell!("troupe: {reason}: the agent was killed; its transcript is as it last wrote it");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
     };
     tracker.finish(result.status);
     let json = serde_json::to_string_pretty(&result).context("cannot encode the result")?;
-    println!("{json}");
+    crate::say!("{json}");
     if let Some(command) = &args.on_finish {
         on_finish(command, &result_path).await;
     }

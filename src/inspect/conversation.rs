@@ -33,15 +33,15 @@ impl Render {
             doc.summary
         );
         out.push_str(&format!(
-            "{} · {} to {} · {:.1} s · {} tokens · {} files read, {} searches, {} commands\n",
+            "{} · {} to {} · {:.1} s · {} · {} read, {}, {}\n",
             doc.conversation_id,
             crate::timefmt::format_time(&doc.created_at),
             ended,
             stats.runtime_seconds,
-            stats.token_usage.total,
-            stats.files_read,
-            stats.searches,
-            stats.commands
+            crate::text::count(stats.token_usage.total, "token"),
+            crate::text::count(stats.files_read, "file"),
+            crate::text::count(stats.searches, "search"),
+            crate::text::count(stats.commands, "command")
         ));
         if let Some(reason) = doc.stop_reason {
             out.push_str(&format!("stopped: {}\n", reason.describe()));

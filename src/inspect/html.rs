@@ -10,6 +10,7 @@ use crate::chat::{Message, Role};
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::team::RunRecord;
 use crate::supervisor::team::record::AgentRecord;
+use crate::text::count;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#263238;max-width:1200px}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}\
@@ -29,19 +30,19 @@ pub fn report(run: &RunRecord) -> String {
     let mut out = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>troupe run {id}</title><style>{STYLE}</style></head><body>\n\
          <h1>Run {id} <span class=\"status {st}\">{st}</span></h1>\n<p>{goal}</p>\n\
-         <p>{steps} steps: {completed} completed, {failed} failed, {skipped} skipped, {unreviewed} unreviewed · {agents} agents · {tokens} tokens · {secs:.1} s · {replans} replans</p>\n",
+         <p>{steps}: {completed} completed, {failed} failed, {skipped} skipped, {unreviewed} unreviewed · {agents} · {tokens} · {secs:.1} s · {replans}</p>\n",
         id = xml(&run.run_id),
         st = run.status.as_str(),
         goal = xml(&run.goal),
-        steps = t.steps,
+        steps = count(t.steps as u64, "step"),
         completed = t.completed,
         failed = t.failed,
         skipped = t.skipped,
         unreviewed = t.unreviewed,
-        agents = t.agents,
-        tokens = t.token_usage.total,
+        agents = count(t.agents, "agent"),
+        tokens = count(t.token_usage.total, "token"),
         secs = t.runtime_seconds,
-        replans = run.replans,
+        replans = count(run.replans, "replan"),
     );
     if let Some(reason) = &run.reason {
         out.push_str(&format!("<p>{}</p>\n", xml(reason)));

@@ -5,7 +5,7 @@ use super::conversation::Render;
 use crate::supervisor::plan::render_tree;
 use crate::supervisor::team::RunRecord;
 use crate::supervisor::team::record::{AgentRecord, StepRecord};
-use crate::text::excerpt;
+use crate::text::{count, excerpt};
 
 pub fn run_text(run: &RunRecord, render: &Render) -> String {
     let t = &run.totals;
@@ -17,8 +17,16 @@ pub fn run_text(run: &RunRecord, render: &Render) -> String {
         run.goal
     );
     out.push_str(&format!(
-        "{} steps: {} completed, {} failed, {} skipped, {} unreviewed · {} agents · {} tokens · {:.1} s · {} replans\n",
-        t.steps, t.completed, t.failed, t.skipped, t.unreviewed, t.agents, t.token_usage.total, t.runtime_seconds, run.replans
+        "{}: {} completed, {} failed, {} skipped, {} unreviewed · {} · {} · {:.1} s · {}\n",
+        count(t.steps as u64, "step"),
+        t.completed,
+        t.failed,
+        t.skipped,
+        t.unreviewed,
+        count(t.agents, "agent"),
+        count(t.token_usage.total, "token"),
+        t.runtime_seconds,
+        count(run.replans, "replan")
     ));
     if let Some(reason) = &run.reason {
         out.push_str(&format!("{reason}\n"));
@@ -36,10 +44,10 @@ pub fn run_text(run: &RunRecord, render: &Render) -> String {
 
 fn step_summary(step: &StepRecord, render: &Render) -> String {
     let mut out = format!(
-        "{} {} ({} attempts{})\n",
+        "{} {} ({}{})\n",
         render.painter.paint("1", &step.id),
         render.status(&step.status),
-        step.attempts.len(),
+        count(step.attempts.len() as u64, "attempt"),
         step.duration_seconds
             .map(|d| format!(", {d:.1} s"))
             .unwrap_or_default()
@@ -81,8 +89,10 @@ pub fn step_text(step: &StepRecord, render: &Render) -> String {
         out.push_str(&format!("{reason}\n"));
     }
     out.push_str(&format!(
-        "{} agents · {} tokens · {:.1} s\n",
-        step.stats.agents, step.stats.token_usage.total, step.stats.runtime_seconds
+        "{} · {} · {:.1} s\n",
+        count(step.stats.agents, "agent"),
+        count(step.stats.token_usage.total, "token"),
+        step.stats.runtime_seconds
     ));
     for attempt in &step.attempts {
         out.push_str(&format!("\nattempt {}\n", attempt.attempt));

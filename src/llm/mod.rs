@@ -86,9 +86,13 @@ pub enum LlmError {
         message: String,
         retryable: bool,
     },
-    /// No answer at all: connection refused, reset, timed out.
+    /// No answer at all: the connection was reset, or timed out.
     #[error("request to {url} failed: {message}")]
     Transport { url: String, message: String },
+    /// Nothing listens at the endpoint: the server is not running, or
+    /// the URL is wrong. Not worth a retry.
+    #[error("cannot reach the model at {url}: {why}; is the server running? check --base-url")]
+    Unreachable { url: String, why: String },
     /// An answer troupe cannot read as a chat completion.
     #[error("{url} sent a response that is not a chat completion ({reason}); it starts: {excerpt}")]
     Malformed {
@@ -97,7 +101,9 @@ pub enum LlmError {
         excerpt: String,
     },
     /// The conversation no longer fits the model's context window.
-    #[error("{url} says the conversation is too long for the model's context: {message}")]
+    /// `url` is empty where `message` already says it all (relayed to a
+    /// child).
+    #[error("{}", too_long(url, message))]
     ContextExceeded { url: String, message: String },
     /// The scripted model has no answer for this agent.
     #[error("{0}")]
@@ -106,6 +112,15 @@ pub enum LlmError {
     /// says (for a child: its parent).
     #[error("{message}")]
     Relay { message: String, retryable: bool },
+}
+
+fn too_long(url: &str, message: &str) -> String {
+    match url {
+        "" => message.to_string(),
+        url => {
+            format!("{url} says the conversation is too long for the model's context: {message}")
+        }
+    }
 }
 
 impl LlmError {
@@ -131,9 +146,10 @@ impl LlmError {
         match self {
             LlmError::Status { retryable, .. } | LlmError::Relay { retryable, .. } => *retryable,
             LlmError::Transport { .. } => true,
-            LlmError::Malformed { .. } | LlmError::Script(_) | LlmError::ContextExceeded { .. } => {
-                false
-            }
+            LlmError::Malformed { .. }
+            | LlmError::Script(_)
+            | LlmError::ContextExceeded { .. }
+            | LlmError::Unreachable { .. } => false,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! plain configuration. Nothing is written into the process environment.
 
 pub mod model;
+pub mod numbers;
 
 use std::str::FromStr;
 

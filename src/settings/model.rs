@@ -43,12 +43,12 @@ pub struct ModelFlags {
 
     /// Seconds to wait for one model answer; a request that times out is
     /// tried once more, no more.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    #[arg(long, value_name = "SECS", default_value_t = 300, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub request_timeout: u64,
 
     /// Retries of a request that failed with 429, a 5xx or no answer, with
     /// exponential backoff that honours Retry-After.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
     pub http_retries: u32,
 
     /// Whether assistant messages carry reasoning_content back to the
@@ -61,7 +61,7 @@ pub struct ModelFlags {
     /// The longest answer the model may give, in tokens (sent as
     /// max_tokens) [env: TROUPE_MAX_OUTPUT_TOKENS] [default: 4096 for the
     /// planner and workers, 2048 for reviewers].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_output_tokens: Option<u32>,
 
     /// Sampling temperature sent to the endpoint [env: TROUPE_TEMPERATURE]
@@ -72,7 +72,7 @@ pub struct ModelFlags {
     /// Tokens the model's context holds: an agent's conversation is
     /// compacted before it outgrows them [env: TROUPE_CONTEXT_WINDOW]
     /// [default: unknown, compacted when the endpoint refuses].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(256..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::context_tokens)]
     pub context_window: Option<u32>,
 
     /// Ask the endpoint for plans and verdicts that follow their schema
@@ -230,7 +230,7 @@ impl ModelFlags {
     pub fn resolve_single(&self, role: Actor, lookup: &dyn Lookup) -> Result<RoleModel, String> {
         let resolved = self.resolve_role(role, &RoleFlags::default(), lookup)?;
         if let Some(notice) = &resolved.notice {
-            eprintln!("troupe: {notice}");
+            crate::tell!("troupe: {notice}");
         }
         Ok(resolved)
     }

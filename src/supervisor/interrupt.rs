@@ -1,6 +1,8 @@
-//! Ctrl-C and SIGTERM on the parent. The first asks politely: new work
-//! stops, every running child is cancelled the usual way (cancel, grace,
-//! kill) and the records are written. The second kills every child at once.
+//! Ctrl-C and SIGTERM on the parent, and a closed stdout or stderr (the
+//! reader of a pipe went away), which troupe takes as the same request.
+//! The first asks politely: new work stops, every running child is
+//! cancelled the usual way (cancel, grace, kill) and the records are
+//! written. The second signal kills every child at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,16 +43,20 @@ impl Interrupts {
         let watcher = self.clone();
         tokio::spawn(async move {
             for round in 0..2 {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
+                let closed = crate::console::closed();
+                let (name, reason) = tokio::select! {
+                    _ = int.recv() => ("SIGINT".to_string(), "interrupted by SIGINT".to_string()),
+                    _ = term.recv() => ("SIGTERM".to_string(), "interrupted by SIGTERM".to_string()),
+                    why = closed.stopped(), if round == 0 => (why.clone(), format!("interrupted: {why}")),
                 };
                 if round == 0 {
                     watcher.interrupted.store(true, Ordering::SeqCst);
-                    eprintln!("troupe: {name}: stopping every agent (again to kill them at once)");
-                    stop.trigger(format!("interrupted by {name}"));
+                    crate::tell!(
+                        "troupe: {name}: stopping every agent (again to kill them at once)"
+                    );
+                    stop.trigger(reason);
                 } else {
-                    eprintln!("troupe: {name} again: killing every agent now");
+                    crate::tell!("troupe: {name} again: killing every agent now");
                     super::session::kill_all_now();
                     watcher.hard.trigger(format!("interrupted twice ({name})"));
                 }

@@ -19,7 +19,7 @@ pub async fn on_finish(command: &str, result: &Path) {
         .await;
     match status {
         Ok(status) if status.success() => {}
-        Ok(status) => eprintln!("troupe: --on-finish `{command}` ended with {status}"),
-        Err(e) => eprintln!("troupe: cannot run --on-finish `{command}`: {e}"),
+        Ok(status) => crate::tell!("troupe: --on-finish `{command}` ended with {status}"),
+        Err(e) => crate::tell!("troupe: cannot run --on-finish `{command}`: {e}"),
     }
 }

@@ -1,8 +1,6 @@
 //! Human progress on stderr: one line per model turn and per tool call,
 //! coloured only on a terminal and never when NO_COLOR is set.
 
-use std::io::Write;
-
 use serde_json::Value;
 
 use super::events::{AgentEvent, EventSink};
@@ -113,7 +111,7 @@ impl EventSink for Progress {
             return;
         };
         let prefix = self.paint("36", &format!("agent {agent} |"));
-        let _ = writeln!(std::io::stderr().lock(), "{prefix} {line}");
+        crate::tell!("{prefix} {line}");
     }
 }
 

@@ -113,7 +113,7 @@ impl<'a> StatusTracker<'a> {
             file.last_action = format!("ended: {status}");
         });
         if let Err(e) = self.writer.flush() {
-            eprintln!("troupe: cannot write the agent's status: {e}");
+            crate::tell!("troupe: cannot write the agent's status: {e}");
         }
     }
 

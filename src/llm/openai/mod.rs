@@ -227,6 +227,15 @@ impl OpenAiClient {
     }
 
     fn transport(&self, error: reqwest::Error) -> Failure {
+        if let Some(why) = refused(&error) {
+            return Failure {
+                short: why.clone(),
+                ..Failure::from(LlmError::Unreachable {
+                    url: self.settings.base_url.clone(),
+                    why,
+                })
+            };
+        }
         let timed_out = error.is_timeout();
         let what = if timed_out {
             format!(
@@ -411,6 +420,25 @@ fn error_text(value: &serde_json::Value) -> String {
         Some(other) => excerpt(&other.to_string(), 300),
         None => excerpt(&value.to_string(), 300),
     }
+}
+
+/// Why a connection was refused outright, if it was: the only transport
+/// failure that no retry mends.
+fn refused(error: &reqwest::Error) -> Option<String> {
+    if !error.is_connect() {
+        return None;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some("connection refused".to_string()),
+                _ => None,
+            };
+        }
+        source = cause.source();
+    }
+    None
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

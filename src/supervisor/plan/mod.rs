@@ -16,7 +16,7 @@ mod render;
 use serde::{Deserialize, Serialize};
 
 pub use levels::levels;
-pub use parse::{PlanError, parse_plan, parse_plan_with};
+pub use parse::{PlanError, parse_plan, parse_plan_file, parse_plan_with};
 pub use render::render_tree;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

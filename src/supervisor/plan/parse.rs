@@ -11,6 +11,16 @@ use crate::text::{excerpt, first_json_object};
 pub enum PlanError {
     #[error("there is no JSON object in the planner's answer: {excerpt}")]
     NoJson { excerpt: String },
+    /// A plan file that is not one JSON object; serde's message has the
+    /// line and column.
+    #[error("it is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("{at} has the field `{field}`, which plans do not have (they have {known})")]
+    UnknownField {
+        at: String,
+        field: String,
+        known: &'static str,
+    },
     #[error("the plan has no `steps` list")]
     NoStepList,
     #[error("the plan has no steps")]
@@ -56,6 +66,57 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
     parse_plan_with(text, &HashSet::new(), &HashSet::new())
 }
 
+const PLAN_FIELDS: &[&str] = &["summary", "steps"];
+const STEP_FIELDS: &[&str] = &["id", "description", "type", "dependencies"];
+
+/// A plan file (`--plan`, `troupe validate`), written by hand or by
+/// `troupe plan`: one JSON object and nothing after it, every field one a
+/// plan has. The leniency of `parse_plan` is for a model's answers only.
+pub fn parse_plan_file(text: &str) -> Result<Plan, PlanError> {
+    let value: Map<String, Value> =
+        serde_json::from_str(text).map_err(|e| PlanError::NotJson(e.to_string()))?;
+    known_fields("the plan", &value, PLAN_FIELDS, "summary and steps")?;
+    if let Some(Value::Array(steps)) = value.get("steps") {
+        for (i, step) in steps.iter().enumerate() {
+            if let Value::Object(fields) = step {
+                let id = fields.get("id").and_then(Value::as_str).unwrap_or_default();
+                let at = format!(
+                    "step {}{}",
+                    i + 1,
+                    if id.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (`{id}`)")
+                    }
+                );
+                known_fields(
+                    &at,
+                    fields,
+                    STEP_FIELDS,
+                    "id, description, type and dependencies",
+                )?;
+            }
+        }
+    }
+    plan_from(&value, &HashSet::new(), &HashSet::new())
+}
+
+fn known_fields(
+    at: &str,
+    fields: &Map<String, Value>,
+    known: &[&str],
+    said: &'static str,
+) -> Result<(), PlanError> {
+    match fields.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(field) => Err(PlanError::UnknownField {
+            at: at.to_string(),
+            field: field.clone(),
+            known: said,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A replan of a run under way: its steps may not reuse the ids in `taken`
 /// (every step the run already has), and may depend on those in `done`
 /// (the completed ones).
@@ -71,6 +132,15 @@ pub fn parse_plan_with(
         serde_json::from_str(object).map_err(|_| PlanError::NoJson {
             excerpt: excerpt(text, 200),
         })?;
+    plan_from(&value, taken, done)
+}
+
+/// The plan `value` holds, checked.
+fn plan_from(
+    value: &Map<String, Value>,
+    taken: &HashSet<String>,
+    done: &HashSet<String>,
+) -> Result<Plan, PlanError> {
     let summary = match value.get("summary") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),

@@ -14,9 +14,9 @@ pub fn render_tree(plan: &Plan, status: impl Fn(&str) -> Option<String>) -> Stri
         plan.summary.as_str()
     };
     out.push_str(&format!(
-        "Plan: {title}\n{} steps in {} levels\n",
-        plan.steps.len(),
-        levels.len()
+        "Plan: {title}\n{} in {}\n",
+        crate::text::count(plan.steps.len() as u64, "step"),
+        crate::text::count(levels.len() as u64, "level")
     ));
     let width = plan
         .steps

@@ -67,7 +67,7 @@ impl RunContext {
         let saved = crate::fsutil::nofollow::create_dir_all(&dir)
             .and_then(|_| crate::fsutil::write_atomic(&path, answer.as_bytes()));
         if let Err(e) = saved {
-            eprintln!(
+            crate::tell!(
                 "troupe: cannot keep the planner's answer in {}: {e}",
                 path.display()
             );

@@ -40,6 +40,11 @@ pub enum RunEvent {
         reason: String,
         saved: String,
     },
+    /// The planner could not be asked for a plan (its model failed).
+    PlannerFailed {
+        round: u32,
+        reason: String,
+    },
     /// A worker started on an attempt of a step.
     StepStarted {
         step: String,
@@ -202,6 +207,7 @@ impl RunEvent {
             } => format!(
                 "agent {agent} | model: {reason}, retrying in {wait_seconds:.1} s ({attempt} of {of})"
             ),
+            RunEvent::PlannerFailed { reason, .. } => format!("no plan: {reason}"),
             RunEvent::PlanInvalid { reason, saved, .. } => {
                 format!("the plan is invalid: {reason} (the planner's answer is in {saved})")
             }

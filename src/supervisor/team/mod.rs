@@ -192,7 +192,7 @@ async fn conduct(
                 Some(plan) => plan,
                 None => match ctx.stop.race(planner.plan(&goal)).await {
                     Ok(Ok(plan)) => plan,
-                    Ok(Err(failure)) => return Ok(invalid_plan(owner, failure)),
+                    Ok(Err(failure)) => return Ok(no_plan(owner, failure)),
                     Err(_) => return Ok(owner.finish()),
                 },
             };
@@ -205,12 +205,9 @@ async fn conduct(
             };
             owner.emit(event, |_| {});
             let run = owner.record();
-            eprint!(
-                "{}",
-                render_tree(&run.live_plan(), |id| {
-                    run.step(id).map(|s| s.status.as_str().to_string())
-                })
-            );
+            crate::console::err(&render_tree(&run.live_plan(), |id| {
+                run.step(id).map(|s| s.status.as_str().to_string())
+            }));
         }
     }
     if let Some(deadline) = ctx.team.deadline {
@@ -274,24 +271,37 @@ async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
         run.plan_summary = plan.summary.clone();
         run.steps = plan.steps.iter().map(|s| StepRecord::new(s, 0)).collect();
     });
-    eprint!("{}", render_tree(plan, |_| None));
+    crate::console::err(&render_tree(plan, |_| None));
     Ok(())
 }
 
-/// The Planner's first answer was not a valid plan: it is saved, and the
-/// run ends there, as failed, with its totals and `run_finished`.
-fn invalid_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
+/// The Planner gave no valid first plan: a model that could not be asked
+/// ends the run as failed (exit 1), an answer that is not a plan is saved
+/// and ends it as an invalid plan (exit 2); either way with its totals
+/// and `run_finished`.
+fn no_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
     let ctx = owner.context();
-    let saved = ctx.save_planner_answer("invalid-plan.txt", &failure.answer);
-    let reason = format!("the planner's plan is invalid: {}", failure.reason);
-    let event = RunEvent::PlanInvalid {
-        round: 0,
-        reason: failure.reason,
-        saved: ctx.show(&saved),
+    let said = failure.to_string();
+    let (event, exit_code) = match failure {
+        PlanFailure::NoAnswer(reason) => {
+            (RunEvent::PlannerFailed { round: 0, reason }, EXIT_FAILED)
+        }
+        PlanFailure::Invalid { reason, answer } => {
+            let saved = ctx.save_planner_answer("invalid-plan.txt", &answer);
+            let saved = ctx.show(&saved);
+            (
+                RunEvent::PlanInvalid {
+                    round: 0,
+                    reason,
+                    saved,
+                },
+                EXIT_INVALID_PLAN,
+            )
+        }
     };
-    owner.emit(event, |run| run.reason = Some(reason));
-    owner.close(RunStatus::Failed, EXIT_INVALID_PLAN);
-    EXIT_INVALID_PLAN
+    owner.emit(event, |run| run.reason = Some(said));
+    owner.close(RunStatus::Failed, exit_code);
+    exit_code
 }
 
 /// `value` as pretty JSON, written atomically on a blocking thread so

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::context::RunContext;
 use super::events::{Limit, RunEvent};
-use super::planner::{Planner, ReplanContext};
+use super::planner::{PlanFailure, Planner, ReplanContext};
 use super::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use super::recorder::Recorder;
 use super::replan::{replaced_by_replan, replan_input, replan_reason};
@@ -498,7 +498,7 @@ impl<'c> Owner<'c> {
             Ok(plan) => {
                 let file = self.ctx.run_dir.join(format!("replan-{round}.json"));
                 if let Err(e) = super::save_json(&file, &plan).await {
-                    eprintln!("troupe: cannot save {}: {e}", file.display());
+                    crate::tell!("troupe: cannot save {}: {e}", file.display());
                 }
                 let replaced = replaced_by_replan(&self.record, accept);
                 let event = RunEvent::StepsReplaced {
@@ -521,15 +521,21 @@ impl<'c> Owner<'c> {
                     file: self.ctx.show(&file),
                 };
                 self.emit(event, |_| {});
-                eprint!("{}", crate::supervisor::plan::render_tree(&plan, |_| None));
+                crate::console::err(&crate::supervisor::plan::render_tree(&plan, |_| None));
             }
             Err(failure) => {
-                let name = format!("invalid-replan-{round}.txt");
-                let saved = self.ctx.save_planner_answer(&name, &failure.answer);
-                let event = RunEvent::PlanInvalid {
-                    round,
-                    reason: failure.reason,
-                    saved: self.ctx.show(&saved),
+                let event = match failure {
+                    PlanFailure::NoAnswer(reason) => RunEvent::PlannerFailed { round, reason },
+                    PlanFailure::Invalid { reason, answer } => {
+                        let name = format!("invalid-replan-{round}.txt");
+                        let saved = self.ctx.save_planner_answer(&name, &answer);
+                        let saved = self.ctx.show(&saved);
+                        RunEvent::PlanInvalid {
+                            round,
+                            reason,
+                            saved,
+                        }
+                    }
                 };
                 self.emit(event, |_| {});
                 let failed: Vec<String> = self
@@ -598,6 +604,6 @@ impl<'c> Owner<'c> {
             token_usage: usage,
         };
         self.emit(event, |_| {});
-        eprint!("{}", summary_table(&self.record));
+        crate::console::err(&summary_table(&self.record));
     }
 }

@@ -15,11 +15,25 @@ use crate::protocol::{AgentId, AgentStats, AgentStatus};
 use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
 use crate::transcript::Conversation;
 
-/// Why no plan came back, and what the planner said instead.
+/// Why no plan came back.
 #[derive(Debug)]
-pub struct PlanFailure {
-    pub reason: String,
-    pub answer: String,
+pub enum PlanFailure {
+    /// The planner could not be asked: its model failed (an endpoint
+    /// nobody listens on, a bad key) or its prompt could not be read.
+    NoAnswer(String),
+    /// It answered, and the answer is not a valid plan.
+    Invalid { reason: String, answer: String },
+}
+
+impl std::fmt::Display for PlanFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanFailure::NoAnswer(why) => f.write_str(why),
+            PlanFailure::Invalid { reason, .. } => {
+                write!(f, "the planner's plan is invalid: {reason}")
+            }
+        }
+    }
 }
 
 /// What a replan is asked with.
@@ -82,7 +96,7 @@ impl Planner {
     pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
         self.open()?;
         let answer = self.ask(format!("Goal: {goal}")).await?;
-        parse_plan(&answer).map_err(|e| PlanFailure {
+        parse_plan(&answer).map_err(|e| PlanFailure::Invalid {
             reason: e.to_string(),
             answer,
         })
@@ -117,7 +131,7 @@ impl Planner {
         }
         let answer = self.ask(question).await?;
         let (taken, done) = (context.taken, context.done);
-        parse_plan_with(&answer, taken, done).map_err(|e| PlanFailure {
+        parse_plan_with(&answer, taken, done).map_err(|e| PlanFailure::Invalid {
             reason: e.to_string(),
             answer,
         })
@@ -146,10 +160,9 @@ impl Planner {
             Err(e) => {
                 self.conversation.error = Some(e.to_string());
                 self.save(AgentStatus::Error);
-                return Err(PlanFailure {
-                    reason: format!("the planner's model failed: {e}"),
-                    answer: String::new(),
-                });
+                return Err(PlanFailure::NoAnswer(format!(
+                    "the planner's model failed: {e}"
+                )));
             }
         };
         self.save(AgentStatus::Completed);
@@ -164,10 +177,7 @@ impl Planner {
     fn prompt(&self, prompt: Prompt) -> Result<String, PlanFailure> {
         prompt
             .load(self.prompts_dir.as_deref())
-            .map_err(|e| PlanFailure {
-                reason: e.to_string(),
-                answer: String::new(),
-            })
+            .map_err(|e| PlanFailure::NoAnswer(e.to_string()))
     }
 
     fn save(&mut self, status: AgentStatus) {
@@ -178,7 +188,7 @@ impl Planner {
         let saved = crate::fsutil::nofollow::create_dir_all(dir)
             .and_then(|_| crate::fsutil::write_json_atomic(path, &self.conversation));
         if let Err(e) = saved {
-            eprintln!(
+            crate::tell!(
                 "troupe: cannot write the planner's transcript {}: {e}",
                 path.display()
             );

@@ -126,12 +126,10 @@ impl EventLog {
         let mut text = serde_json::to_string(&line).unwrap_or_default();
         text.push('\n');
         if self.json_stdout {
-            let mut stdout = std::io::stdout().lock();
-            let _ = stdout.write_all(text.as_bytes());
-            let _ = stdout.flush();
+            crate::console::out(&text);
         }
         if let Some(human) = event.human_line() {
-            eprintln!("[{:6.1}s] {human}", elapsed.as_secs_f64());
+            crate::tell!("[{:6.1}s] {human}", elapsed.as_secs_f64());
         }
         let _ = self.writer.send(ToWriter::Event(text));
     }
@@ -176,7 +174,7 @@ fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
 fn warn_once(warned: &mut bool, dir: &Path, error: &std::io::Error) {
     if !*warned {
         *warned = true;
-        eprintln!(
+        crate::tell!(
             "troupe: cannot write the run's records in {}: {error}",
             dir.display()
         );

@@ -109,7 +109,7 @@ pub enum StepFailure {
     },
     #[error("the reviewer rejected attempt {attempt} and advised against another: {issue}")]
     NoRetry { attempt: u32, issue: String },
-    #[error("rejected {times} times (--max-retries {max}); last issue: {issue}")]
+    #[error("rejected {} (--max-retries {max}); last issue: {issue}", match times { 1 => "once".to_string(), n => format!("{n} times") })]
     OutOfRetries { times: u32, max: u32, issue: String },
     /// An agent of the step could not start.
     #[error(transparent)]

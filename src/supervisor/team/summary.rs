@@ -3,6 +3,7 @@
 
 use super::record::{RunRecord, StepStatus};
 use crate::protocol::{SandboxLevel, SandboxReport};
+use crate::text::count;
 
 pub fn summary_table(run: &RunRecord) -> String {
     let rows: Vec<[String; 5]> = run
@@ -23,24 +24,28 @@ pub fn summary_table(run: &RunRecord) -> String {
         .collect();
     let header = ["step", "status", "attempts", "duration", "tokens"];
     let mut out = String::from("\n");
-    out.push_str(&crate::text::columns("  ", header, &rows));
+    if !rows.is_empty() {
+        out.push_str(&crate::text::columns("  ", header, &rows));
+        out.push('\n');
+    }
     let t = &run.totals;
     out.push_str(&format!(
-        "\nrun {}: {} of {} steps completed, {} failed, {} skipped, {} unreviewed; {} agents, {} tokens, {:.1} s\n",
+        "run {}: {} of {} completed, {} failed, {} skipped, {} unreviewed; {}, {}, {:.1} s\n",
         run.status.as_str(),
         t.completed,
-        t.steps,
+        count(t.steps as u64, "step"),
         t.failed,
         t.skipped,
         t.unreviewed,
-        t.agents,
-        t.token_usage.total,
+        count(t.agents, "agent"),
+        count(t.token_usage.total, "token"),
         t.runtime_seconds
     ));
     if t.interrupted > 0 {
         out.push_str(&format!(
-            "  {} steps were interrupted; `troupe run --resume {}` continues the run\n",
-            t.interrupted, run.run_id
+            "  {} interrupted; `troupe run --resume {}` continues the run\n",
+            count(t.interrupted as u64, "step"),
+            run.run_id
         ));
     }
     if let Some(reason) = &run.reason {

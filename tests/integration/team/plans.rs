@@ -54,13 +54,12 @@ fn invalid_plans_are_refused_with_the_reason() {
 #[test]
 fn a_valid_plan_prints_its_levels() {
     let sandbox = Sandbox::new();
-    let text = r#"```json
-{"summary": "diamond", "steps": [
+    let text = r#"{"summary": "diamond", "steps": [
   {"id": "a", "description": "first", "type": "COMMAND"},
   {"id": "b", "description": "left", "dependencies": ["a"]},
   {"id": "c", "description": "right", "dependencies": ["a"]},
   {"id": "d", "description": "join", "dependencies": ["b", "c"]}]}
-```"#;
+"#;
     let run = validate(&sandbox, text);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("4 steps in 3 levels"), "{}", run.stdout);
@@ -87,7 +86,7 @@ fn a_fenced_plan_from_the_planner_is_accepted_and_saved() {
     let run = run(command);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(read_json(&out), plan);
-    assert!(run.stderr.contains("1 steps in 1 levels"), "{}", run.stderr);
+    assert!(run.stderr.contains("1 step in 1 level"), "{}", run.stderr);
 }
 
 #[test]

@@ -45,7 +45,7 @@ fn approved_at_once() {
     assert!(
         team.run
             .stderr
-            .contains("run completed: 1 of 1 steps completed"),
+            .contains("run completed: 1 of 1 step completed"),
         "{}",
         team.run.stderr
     );

@@ -1,0 +1,73 @@
+//! Writing for people and pipes without dying of a closed one.
+//!
+//! `println!` panics when stdout is a pipe whose reader left
+//! (`troupe show ... | head -1`). Everything troupe prints goes through
+//! here instead: a write that fails marks the output closed, further
+//! writes to it are dropped, and whoever watches `closed()` (a team run)
+//! stops as on Ctrl-C, so that its agents are cancelled and its records
+//! sealed. A command that only prints ends as it would have.
+
+use std::io::Write;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::signal::StopSignal;
+
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
+static CLOSED: LazyLock<StopSignal> = LazyLock::new(StopSignal::default);
+
+/// Triggered when stdout or stderr could not be written.
+pub fn closed() -> StopSignal {
+    CLOSED.clone()
+}
+
+/// `text` on stdout, as it is.
+pub fn out(text: &str) {
+    write(
+        &mut std::io::stdout().lock(),
+        text,
+        &STDOUT_CLOSED,
+        "stdout",
+    );
+}
+
+/// `text` on stderr, as it is.
+pub fn err(text: &str) {
+    write(
+        &mut std::io::stderr().lock(),
+        text,
+        &STDERR_CLOSED,
+        "stderr",
+    );
+}
+
+fn write(stream: &mut dyn Write, text: &str, closed: &AtomicBool, name: &str) {
+    if closed.load(Ordering::Relaxed) {
+        return;
+    }
+    if stream
+        .write_all(text.as_bytes())
+        .and_then(|()| stream.flush())
+        .is_err()
+    {
+        closed.store(true, Ordering::Relaxed);
+        CLOSED.trigger(format!("its {name} was closed"));
+    }
+}
+
+/// A line on stdout (`println!` that survives a closed pipe).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::console::out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// A line on stderr (`eprintln!` that survives a closed pipe).
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {
+        $crate::console::err(&format!("{}\n", format_args!($($arg)*)))
+    };
+}

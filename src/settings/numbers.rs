@@ -1,0 +1,71 @@
+//! The one way every numeric flag is read, so that `--timeout -5`,
+//! `--timeout 0` and `--timeout 1.5` get the same kind of answer: what the
+//! value must be, in words. Each flag that takes one also takes a leading
+//! `-`, so a negative number reaches these parsers rather than being
+//! mistaken for a flag.
+
+/// Seconds, 1 or more.
+pub fn seconds(text: &str) -> Result<u64, String> {
+    whole(text, 1).map_err(|()| "must be a positive whole number of seconds".to_string())
+}
+
+/// Seconds, where 0 turns the limit off.
+pub fn seconds_or_off(text: &str) -> Result<u64, String> {
+    whole(text, 0).map_err(|()| "must be a whole number of seconds (0 turns it off)".to_string())
+}
+
+/// Seconds, 0 allowed (a grace period).
+pub fn seconds_or_none(text: &str) -> Result<u64, String> {
+    whole(text, 0).map_err(|()| "must be a whole number of seconds (0 or more)".to_string())
+}
+
+/// A count, 1 or more.
+pub fn positive<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
+    whole(text, 1).map_err(|()| "must be a positive whole number".to_string())
+}
+
+/// A count, 0 or more.
+pub fn count<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
+    whole(text, 0).map_err(|()| "must be a whole number (0 or more)".to_string())
+}
+
+/// Tokens of a model's context: 256 or more.
+pub fn context_tokens(text: &str) -> Result<u32, String> {
+    whole(text, 256).map_err(|()| "must be a whole number of tokens, 256 or more".to_string())
+}
+
+/// `text` as a whole number of at least `min` that fits `T`.
+fn whole<T: TryFrom<u64>>(text: &str, min: u64) -> Result<T, ()> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(());
+    }
+    let value: u64 = text.parse().map_err(|_| ())?;
+    if value < min {
+        return Err(());
+    }
+    T::try_from(value).map_err(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, positive, seconds, seconds_or_off};
+
+    #[test]
+    fn one_message_for_every_wrong_number() {
+        for bad in ["-5", "0", "1.5", "ten", "", "+3", "99999999999999999999"] {
+            assert_eq!(
+                seconds(bad),
+                Err("must be a positive whole number of seconds".to_string()),
+                "{bad}"
+            );
+        }
+        assert_eq!(seconds("30"), Ok(30));
+        assert_eq!(seconds_or_off("0"), Ok(0));
+        assert_eq!(
+            positive::<u32>("4294967296"),
+            Err("must be a positive whole number".to_string())
+        );
+        assert_eq!(count::<u32>("0"), Ok(0));
+    }
+}
