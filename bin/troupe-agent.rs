@@ -1,15 +1,13 @@
 //! `troupe-agent`, the child: one agent in batch mode. Normally started by
 //! `troupe`, which answers its model requests over stdin/stdout; with
-//! `--model` it runs stand-alone against an endpoint, for debugging. Stdout
-//! carries protocol lines only.
+//! `--model scripted:PATH` it replays a script stand-alone, for debugging.
+//! Stdout carries protocol lines only.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use troupe::agent::{AgentOptions, main as agent_main};
-use troupe::settings::Environment;
-use troupe::settings::model::ModelFlags;
 
 /// Run one agent from its task file (normally started by troupe).
 #[derive(Debug, Parser)]
@@ -23,8 +21,11 @@ struct AgentArgs {
     #[arg(long, conflicts_with = "task")]
     probe_sandbox: bool,
 
-    #[command(flatten)]
-    model: ModelFlags,
+    /// Run stand-alone on the scripted model at PATH (scripted:PATH)
+    /// instead of asking troupe; to run one agent against an endpoint, use
+    /// `troupe spawn`.
+    #[arg(long, value_name = "scripted:PATH")]
+    model: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -41,18 +42,18 @@ fn main() -> ExitCode {
             }
         };
     };
-    let model = match args.model.named(&Environment) {
-        true => match args.model.resolve(&Environment) {
-            Ok(model) => Some(model),
-            Err(e) => {
-                troupe::tell!("troupe-agent: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        false => None,
+    let script = match args.model.as_deref().map(|m| m.strip_prefix("scripted:")) {
+        None => None,
+        Some(Some(path)) => Some(PathBuf::from(path)),
+        Some(None) => {
+            troupe::tell!(
+                "troupe-agent: --model takes scripted:PATH only; run an agent against an endpoint with troupe spawn"
+            );
+            return ExitCode::from(2);
+        }
     };
     agent_main(AgentOptions {
         task_path: task,
-        model,
+        script,
     })
 }

@@ -27,7 +27,8 @@ use self::outbox::Outbox;
 use self::parent_model::ParentModel;
 use self::session::{LoopEnd, Session};
 use self::stats::StatsCounter;
-use crate::llm::{ChatModel, ModelConfig, build_model};
+use crate::llm::ChatModel;
+use crate::llm::scripted::ScriptedModel;
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, SandboxReport,
     TaskFile, encode_line,
@@ -39,8 +40,11 @@ use crate::transcript::{Conversation, TranscriptWriter};
 
 pub struct AgentOptions {
     pub task_path: PathBuf,
-    /// Stand-alone mode: the model to use in-process instead of the parent.
-    pub model: Option<ModelConfig>,
+    /// Stand-alone mode: a scripted model to replay in-process instead of
+    /// asking the parent. Only a script: the agent has no HTTP client, so
+    /// it never needs the network or a key (`troupe spawn` is the way to
+    /// run one agent against an endpoint).
+    pub script: Option<PathBuf>,
 }
 
 /// The child's whole life; the exit code is 0 when the task succeeded.
@@ -60,15 +64,16 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut settings = task.sandbox.clone();
-    if matches!(options.model, Some(ModelConfig::OpenAi(_))) {
-        // Stand-alone against an endpoint: this process makes the HTTP calls.
-        settings.allow_network = true;
-    }
-    // Stand-alone, the model is built before the sandbox, which may not let
+    let settings = task.sandbox.clone();
+    // Stand-alone, the model is loaded before the sandbox, which may not let
     // the agent read a script file outside the workspace.
-    let model = match options.model.as_ref().map(build_model).transpose() {
-        Ok(model) => model,
+    let scripted = options
+        .script
+        .as_deref()
+        .map(ScriptedModel::load)
+        .transpose();
+    let model: Option<Arc<dyn ChatModel>> = match scripted {
+        Ok(model) => model.map(|m| Arc::new(m) as Arc<dyn ChatModel>),
         Err(e) => {
             write_now(&FromChild::error(e.to_string()));
             return ExitCode::from(2);

@@ -1,6 +1,6 @@
-//! The model flags both binaries take (`troupe` for every command that
-//! talks to a model, `troupe-agent` stand-alone), the per-role ones of a
-//! team run, and their resolution into a plain `ModelConfig` per role.
+//! The model flags of every `troupe` command that talks to a model, the
+//! per-role ones of a team run, and their resolution into a plain
+//! `ModelConfig` per role.
 //!
 //! Each role's setting comes from, in order: its role flag
 //! (`--worker-model`), its role variable (`TROUPE_WORKER_MODEL`), its

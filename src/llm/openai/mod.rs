@@ -81,6 +81,9 @@ impl OpenAiClient {
             "{}/chat/completions",
             settings.base_url.trim_end_matches('/')
         );
+        // reqwest is built without a crypto provider (see Cargo.toml): ring
+        // is installed as the process's, once; a second call changes nothing.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(settings.request_timeout)
             .connect_timeout(Duration::from_secs(10))
