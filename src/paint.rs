@@ -1,7 +1,36 @@
 //! Colour for people, never for pipes: ANSI colours only when the stream
-//! is a terminal and NO_COLOR is unset.
+//! is a terminal and NO_COLOR is unset, unless `--color` says otherwise.
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
+
+/// `--color`: when output is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    #[default]
+    Auto,
+    /// Always, pipes included.
+    Always,
+    /// Never.
+    Never,
+}
+
+static CHOICE: OnceLock<ColorChoice> = OnceLock::new();
+
+/// Sets the choice for the whole process, once, before anything is
+/// painted.
+pub fn choose(choice: ColorChoice) {
+    let _ = CHOICE.set(choice);
+}
+
+fn coloured(terminal: bool) -> bool {
+    match CHOICE.get().copied().unwrap_or_default() {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => wanted() && terminal,
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Painter {
@@ -11,13 +40,13 @@ pub struct Painter {
 impl Painter {
     pub fn for_stderr() -> Self {
         Painter {
-            colour: wanted() && std::io::stderr().is_terminal(),
+            colour: coloured(std::io::stderr().is_terminal()),
         }
     }
 
     pub fn for_stdout() -> Self {
         Painter {
-            colour: wanted() && std::io::stdout().is_terminal(),
+            colour: coloured(std::io::stdout().is_terminal()),
         }
     }
 

@@ -45,12 +45,13 @@ impl Place {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  troupe status\n  troupe status 1 2 --json")]
 pub struct StatusArgs {
     /// Agent ids (default: every agent in the results directory).
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
 
-    /// Print the seed's get_sub_agent_status object instead of a table.
+    /// Print one JSON object, {"success", "agents": [...]}, instead of a table.
     #[arg(long)]
     pub json: bool,
 
@@ -59,6 +60,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  troupe wait 1 2 --timeout 600 | jq -c .status")]
 pub struct WaitArgs {
     /// The agents to wait for.
     #[arg(value_name = "ID", required = true)]
@@ -73,6 +75,7 @@ pub struct WaitArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  troupe terminate 2 --patience 10")]
 pub struct TerminateArgs {
     /// The agent to stop.
     #[arg(value_name = "ID")]
@@ -285,12 +288,15 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
                         .join(SUBAGENT_DIR)
                         .join("result.json"),
                 );
-                match result
+                // One JSON object per line, so that the output of several
+                // agents is still JSON lines a parser reads.
+                let kept = result
                     .ok()
                     .filter(|_| agent.status != Standing::Missing(Missing::Lost))
-                {
-                    Some(text) => crate::console::out(&text),
-                    None => crate::say!("{}", serde_json::to_string_pretty(agent)?),
+                    .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+                match kept {
+                    Some(result) => crate::say!("{result}"),
+                    None => crate::say!("{}", serde_json::to_string(agent)?),
                 }
             }
             return Ok(if all_completed {

@@ -5,12 +5,14 @@
 //! failed at run time; 2 bad usage, configuration or plan; 124 a run's
 //! deadline passed.
 
+mod about;
 mod agent_args;
 mod agents;
 mod background;
 mod config;
 mod plan;
 mod run;
+mod runs;
 mod show;
 mod spawn;
 
@@ -46,16 +48,27 @@ impl UsageError {
         Every agent runs as its own troupe-agent process, in its own directory, with its \
         transcript kept in .subagent/conversations.json. Only troupe talks to the model \
         endpoint; agents ask it over a pipe.\n\n\
-        Exit codes: 0 success; 1 an agent or step failed, timed out or crashed; 2 bad usage, \
-        configuration or plan; 124 a run's deadline passed."
+        Exit codes: 0 success; 1 an agent or step failed, timed out or crashed, or the model \
+        could not be reached; 2 bad usage, configuration or plan; 124 a run's deadline passed; \
+        130 interrupted (Ctrl-C, SIGTERM, or its output closed).",
+    after_help = "Examples:\n  \
+        troupe run \"add a --json flag to the CLI and test it\" --model gpt-4o-mini\n  \
+        troupe spawn --id 1 --summary greet --task \"write hello.txt\" --model scripted:examples/hello/script.json\n  \
+        troupe runs\n  \
+        troupe show last\n  \
+        troupe report last -o run.html"
 )]
 struct Cli {
     /// A config file of settings that stand for flags (model, base_url,
-    /// api_key_env, reasoning_echo, launcher, sandbox, agent_bin,
-    /// prompts_dir); default ./troupe.toml, then
-    /// ~/.config/troupe/config.toml.
+    /// sandbox, [roles.*], ...: see the README); default ./troupe.toml,
+    /// then ~/.config/troupe/config.toml.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+
+    /// When to colour the output: auto (on a terminal, unless NO_COLOR is
+    /// set), always, never.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    color: crate::paint::ColorChoice,
 
     #[command(subcommand)]
     command: Command,
@@ -69,7 +82,8 @@ enum Command {
     /// Progress goes to stderr: the plan, one line per step event, a
     /// summary table. Records go to <workspace>/sub_agent_results/<run_id>/.
     /// Exit codes: 0 every step completed and approved, 1 failed or skipped
-    /// steps, 2 bad usage or an invalid plan, 124 the --deadline passed.
+    /// steps (or no plan: the model could not be reached), 2 bad usage or an
+    /// invalid plan, 124 the --deadline passed, 130 interrupted.
     Run(Box<run::RunArgs>),
     /// Ask the Planner for a plan and print it (or write it with -o), to
     /// review or edit before `troupe run --plan`.
@@ -79,8 +93,9 @@ enum Command {
     /// Show spawned agents: status, runtime, counters, last action. An
     /// agent whose supervisor died without a final word is `lost`.
     Status(agents::StatusArgs),
-    /// Wait until the agents end, then print each one's result object;
-    /// exit 1 if any did not complete, 124 on --timeout.
+    /// Wait until the agents end, then print each one's result object, one
+    /// JSON object per line; exit 1 if any did not complete, 124 on
+    /// --timeout.
     Wait(agents::WaitArgs),
     /// Stop a running agent: cancel, grace period, kill; its partial
     /// results and transcript are kept.
@@ -91,6 +106,14 @@ enum Command {
     /// Write a run as one self-contained HTML page: the DAG, the steps,
     /// every transcript.
     Report(show::ReportArgs),
+    /// List the runs of a workspace, newest first: id, status, steps,
+    /// agents, tokens, duration, goal. `last` names the newest anywhere a
+    /// run id is taken.
+    Runs(runs::RunsArgs),
+    /// Print a shell completion script.
+    Completions(about::CompletionsArgs),
+    /// Print troupe's manual page (roff), or write a page per command.
+    Man(about::ManArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -114,6 +137,7 @@ pub fn main() -> ExitCode {
         }
     };
     let cli = Cli::parse();
+    crate::paint::choose(cli.color);
     // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
     // the forking thread, so that thread must live as long as troupe.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -137,6 +161,9 @@ pub fn main() -> ExitCode {
             Command::Terminate(args) => agents::terminate(args).await,
             Command::Show(args) => show::show(args).await,
             Command::Report(args) => show::report(args),
+            Command::Runs(args) => runs::runs(args),
+            Command::Completions(args) => about::completions(args),
+            Command::Man(args) => about::man(args),
         }
     });
     match outcome {

@@ -17,6 +17,9 @@ use crate::supervisor::plan::{Plan, levels, parse_plan_file, render_tree};
 use crate::supervisor::team::{PlanFailure, Planner};
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe plan \"add tests for the parser\" --model gpt-4o-mini -o plan.json\n  troupe plan --goal-file goal.md --format mermaid"
+)]
 pub struct PlanArgs {
     /// The goal, in words.
     #[arg(
@@ -55,6 +58,9 @@ pub enum PlanFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe validate plan.json\n  troupe validate plan.json --json | jq .levels"
+)]
 pub struct ValidateArgs {
     /// The plan file.
     #[arg(value_name = "PLAN")]

@@ -20,6 +20,9 @@ use crate::supervisor::team::{
 };
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe run \"create a demoapp project and verify it\" --model gpt-4o-mini\n  troupe run --goal-file goal.md --workspace ./repo --max-parallel 3 --deadline 1800\n  troupe plan \"refactor the parser\" -o plan.json && troupe run --plan plan.json\n  troupe run --resume last\n  troupe run \"...\" --model deepseek-chat --reviewer-model gpt-4o-mini --reviewer-base-url https://api.openai.com/v1"
+)]
 pub struct RunArgs {
     /// The goal, in words; the Planner turns it into steps.
     #[arg(value_name = "GOAL", conflicts_with_all = ["goal_file", "resume"])]
@@ -130,7 +133,11 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let start = match &args.resume {
         Some(run) => Start::Resume {
-            run_dir: find_run(&workspace, run).map_err(UsageError::of)?,
+            run_dir: find_run(
+                &workspace,
+                &crate::inspect::runs::expand_last(&results, run).map_err(UsageError::Said)?,
+            )
+            .map_err(UsageError::of)?,
             plan,
         },
         None => Start::Fresh {

@@ -25,6 +25,9 @@ pub enum Format {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe show 1 --full\n  troupe show last\n  troupe show last/step_2 --json\n  troupe show last --format dot | dot -Tsvg > plan.svg\n  troupe show last --follow"
+)]
 pub struct ShowArgs {
     /// An agent (agent_1 or 1), a run id, RUN/STEP, RUN/STEP/worker-1, or a
     /// directory of any of these.
@@ -53,6 +56,7 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  troupe report last -o run.html")]
 pub struct ReportArgs {
     /// The run: its id or its directory.
     #[arg(value_name = "RUN")]

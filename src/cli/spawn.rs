@@ -24,13 +24,16 @@ use crate::supervisor::status::StatusTracker;
 use crate::supervisor::{AgentSettings, Progress, SpawnConfig};
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe spawn --id 1 --summary greet --task \"write hello.txt\" --model scripted:examples/hello/script.json\n  troupe spawn --id 2 --summary docs --task-file t2.md --model gpt-4o-mini --background\n  troupe wait 2"
+)]
 pub struct SpawnArgs {
     /// The agent's number; its directory defaults to
     /// sub_agent_results/agent_<ID> in the workspace.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub id: u32,
 
-    /// A one-line summary of the task (the seed's 10-30 characters).
+    /// A one-line summary of the task, 10 to 30 characters.
     #[arg(long, value_name = "TEXT")]
     pub summary: String,
 

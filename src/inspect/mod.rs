@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod graph;
 pub mod html;
 pub mod run;
+pub mod runs;
 
 use std::path::{Path, PathBuf};
 
@@ -95,7 +96,8 @@ pub enum Target {
 /// `RUN/STEP/worker-1`, or a path to any of these. A path the user typed is
 /// taken as it resolves; inside the results directory no link is followed.
 pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
-    let name = name.trim_end_matches('/');
+    let expanded = runs::expand_last(results, name.trim_end_matches('/'))?;
+    let name = expanded.as_str();
     let typed = Path::new(name).canonicalize().ok();
     for base in typed.into_iter().chain([results.join(name)]) {
         if is_regular(&base.join("run.json")) {
@@ -119,8 +121,13 @@ pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
             });
         }
     }
+    let close = runs::close_matches(results, name.split('/').next().unwrap_or(name));
+    let hint = match close.as_slice() {
+        [] => String::new(),
+        names => format!(" (did you mean {}?)", names.join(", ")),
+    };
     Err(format!(
-        "nothing named `{name}` in {}: give an agent (agent_1 or 1), a run id, RUN/STEP, or a directory",
+        "nothing named `{name}` in {}{hint}: give an agent (agent_1 or 1), a run id, `last`, RUN/STEP, or a directory; `troupe runs` and `troupe status` list them",
         results.display()
     ))
 }

@@ -1,0 +1,63 @@
+//! `troupe runs`: the runs of a workspace, newest first.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::agents::Place;
+use crate::inspect::conversation::Render;
+use crate::inspect::runs::records;
+use crate::paint::Painter;
+use crate::text::{columns, excerpt};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe runs\n  troupe runs --workspace ./repo --json\n  troupe show last        # the newest run"
+)]
+pub struct RunsArgs {
+    /// One JSON object per run (its run.json), one per line.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
+    let results = args.place.results();
+    let runs = records(&results);
+    if args.json {
+        for run in &runs {
+            crate::say!("{}", serde_json::to_string(run)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        crate::tell!("troupe: no runs in {}", results.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let render = Render {
+        painter: Painter::for_stdout(),
+        full: false,
+    };
+    let rows: Vec<[String; 7]> = runs
+        .iter()
+        .map(|run| {
+            let t = &run.totals;
+            [
+                run.run_id.clone(),
+                render.status(&run.status),
+                format!("{}/{}", t.completed, t.steps),
+                t.agents.to_string(),
+                t.token_usage.total.to_string(),
+                format!("{:.1} s", t.runtime_seconds),
+                excerpt(&run.goal.replace('\n', " "), 60),
+            ]
+        })
+        .collect();
+    let header = [
+        "run", "status", "steps", "agents", "tokens", "duration", "goal",
+    ];
+    crate::console::out(&columns("", header, &rows));
+    Ok(ExitCode::SUCCESS)
+}
