@@ -147,6 +147,9 @@ struct Seen {
     commands: u64,
     token_usage: Value,
     last_action: String,
+    /// For a running agent: seconds since `last_action` began.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_action_seconds: Option<i64>,
     deliverables_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     supervisor_pid: Option<u32>,
@@ -173,6 +176,7 @@ fn look(results: &Path, id: &str) -> Seen {
             commands: 0,
             token_usage: Value::Null,
             last_action: format!("no agent {id} in {}", results.display()),
+            last_action_seconds: None,
             deliverables_dir: String::new(),
             supervisor_pid: None,
         };
@@ -200,6 +204,10 @@ fn look(results: &Path, id: &str) -> Seen {
         commands: file.commands,
         token_usage: serde_json::to_value(file.token_usage).unwrap_or_default(),
         last_action: file.last_action,
+        last_action_seconds: file
+            .last_action_at
+            .filter(|_| running && held)
+            .map(|since| (chrono::Utc::now() - since).num_seconds().max(0)),
         deliverables_dir: file.deliverables_dir,
         supervisor_pid: running.then_some(file.supervisor_pid),
     }
@@ -246,7 +254,12 @@ fn table(agents: &[Seen]) -> String {
                 a.files_read.to_string(),
                 a.commands.to_string(),
                 a.token_usage["total"].as_u64().unwrap_or(0).to_string(),
-                crate::text::excerpt(&a.last_action, 60),
+                match a.last_action_seconds {
+                    Some(secs) => {
+                        format!("{} ({secs} s)", crate::text::excerpt(&a.last_action, 52))
+                    }
+                    None => crate::text::excerpt(&a.last_action, 60),
+                },
             ]
         })
         .collect();

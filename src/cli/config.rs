@@ -88,17 +88,31 @@ impl Sources {
         })
     }
 
+    /// The directory the file's relative paths are relative to.
+    fn base(&self) -> &Path {
+        self.path
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+    }
+
+    /// A model setting from the file: a `scripted:PATH` is relative to the
+    /// file, like its other paths.
+    fn model_value(&self, model: &Option<String>) -> Option<String> {
+        let model = model.as_ref()?;
+        Some(match model.strip_prefix("scripted:") {
+            Some(script) => format!("scripted:{}", self.base().join(script).display()),
+            None => model.clone(),
+        })
+    }
+
     /// The file's value for the setting of variable `env`, as text.
     fn file_value(&self, env: &str) -> Option<(&'static str, String)> {
         let f = &self.file;
-        let base = self
-            .path
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("."));
+        let base = self.base();
         let path = |p: &PathBuf| base.join(p).display().to_string();
         let (key, value) = match env {
-            "TROUPE_MODEL" => ("model", f.model.clone()),
+            "TROUPE_MODEL" => ("model", self.model_value(&f.model)),
             "TROUPE_BASE_URL" => ("base_url", f.base_url.clone()),
             "TROUPE_API_KEY_ENV" => ("api_key_env", f.api_key_env.clone()),
             "TROUPE_REASONING_ECHO" => ("reasoning_echo", f.reasoning_echo.clone()),
@@ -136,7 +150,7 @@ impl Sources {
         .find_map(|(prefix, role)| rest.strip_prefix(prefix).map(|key| (role, key)))?;
         let r = self.file.roles.get(&role)?;
         let (name, value) = match key {
-            "MODEL" => ("model", r.model.clone()),
+            "MODEL" => ("model", self.model_value(&r.model)),
             "BASE_URL" => ("base_url", r.base_url.clone()),
             "API_KEY_ENV" => ("api_key_env", r.api_key_env.clone()),
             "MAX_OUTPUT_TOKENS" => ("max_output_tokens", text(r.max_output_tokens)),

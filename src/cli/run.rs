@@ -56,8 +56,8 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub verbose: bool,
 
-    /// When the run ends, run this shell command with the path of its
-    /// run.json as its argument ($1) and in $TROUPE_RESULT.
+    /// When the run ends, run this shell command; the path of its run.json
+    /// is $1 and $TROUPE_RESULT there (e.g. 'notify-send done "$1"').
     #[arg(long, value_name = "CMD")]
     pub on_finish: Option<String>,
 

@@ -24,6 +24,16 @@ pub enum Format {
     Mermaid,
 }
 
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Dot => "dot",
+            Format::Mermaid => "mermaid",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  troupe show 1 --full\n  troupe show last\n  troupe show last/step_2 --json\n  troupe show last --format dot | dot -Tsvg > plan.svg\n  troupe show last --follow"
@@ -43,7 +53,8 @@ pub struct ShowArgs {
     #[arg(long)]
     pub full: bool,
 
-    /// Keep showing an agent's new messages until it ends.
+    /// Keep showing an agent's new messages, or a run's events, until it
+    /// ends.
     #[arg(long, short)]
     pub follow: bool,
 
@@ -76,8 +87,17 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         painter: Painter::for_stdout(),
         full: args.full,
     };
+    if args.format != Format::Text && !matches!(target, Target::Run(_)) {
+        return Err(UsageError::Said(format!(
+            "--format {} draws a run's plan; `{}` is not a run",
+            args.format.name(),
+            args.target
+        ))
+        .into());
+    }
     match target {
         Target::Agent(dir) => show_agent(&dir, &args, &render).await,
+        Target::Run(dir) if args.follow => follow_run(&dir, args.json).await,
         Target::Run(dir) => {
             if args.json {
                 crate::console::out(&read(&dir.join("run.json"))?);
@@ -138,6 +158,56 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
     }
     crate::console::out(&render.header(&doc));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's events as they come, one line each (`--json`: as written),
+/// until `run_finished`, or until the run is seen to have ended without it
+/// (killed).
+async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let events = dir.join("events.jsonl");
+    let mut seen = 0;
+    loop {
+        let text = crate::fsutil::read_record(&events).unwrap_or_default();
+        let complete = text.rfind('\n').map_or(0, |end| end + 1);
+        for line in text[seen.min(complete)..complete].lines() {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if json {
+                crate::say!("{line}");
+            } else {
+                crate::say!("{}", event_line(&event));
+            }
+            if event["type"] == "run_finished" {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        seen = complete;
+        let ended = load_run(dir).is_ok_and(|run| run.completed_at.is_some());
+        if ended {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// An event as one line: its time, its type, its fields.
+fn event_line(event: &serde_json::Value) -> String {
+    let seconds = event["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+    let mut line = format!("[{seconds:7.1}s] {}", event["type"].as_str().unwrap_or("?"));
+    if let Some(fields) = event.as_object() {
+        for (key, value) in fields {
+            if ["type", "at", "elapsed_ms"].contains(&key.as_str()) {
+                continue;
+            }
+            let shown = match value {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            line.push_str(&format!(" {key}={}", crate::text::excerpt(&shown, 80)));
+        }
+    }
+    line
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {

@@ -74,8 +74,8 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<usize>)]
     pub max_concurrent: usize,
 
-    /// When the agent ends, run this shell command with the result file's
-    /// path as its argument ($1) and in $TROUPE_RESULT.
+    /// When the agent ends, run this shell command; the result file's path
+    /// is $1 and $TROUPE_RESULT there (e.g. './hook.sh "$1"').
     #[arg(long, value_name = "CMD")]
     pub on_finish: Option<String>,
 

@@ -22,6 +22,10 @@ pub enum AgentEvent<'a> {
     Sandbox {
         report: &'a SandboxReport,
     },
+    /// The parent sent a model request of the child on to the model.
+    ModelAsked {
+        turn: u32,
+    },
     /// The parent answered a model request.
     ModelTurn {
         turn: u32,

@@ -5,12 +5,13 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
-/// Runs `command` through `sh -c` with `result` as `$1` and in
-/// `$TROUPE_RESULT`, and waits for it; a failure is reported, not fatal.
+/// Runs `command` through `sh -c` with `result` as its `$1` (nothing is
+/// appended to the command) and in `$TROUPE_RESULT`, and waits for it; a
+/// failure is reported, not fatal.
 pub async fn on_finish(command: &str, result: &Path) {
     let status = Command::new("sh")
         .arg("-c")
-        .arg(format!("{command} \"$1\""))
+        .arg(command)
         .arg("troupe-on-finish")
         .arg(result)
         .env("TROUPE_RESULT", result)

@@ -28,7 +28,7 @@ impl Progress {
     fn line(&self, event: &AgentEvent<'_>) -> Option<String> {
         let line = match event {
             AgentEvent::Started { pid } => format!("started (pid {pid})"),
-            AgentEvent::Stats { .. } => return None,
+            AgentEvent::Stats { .. } | AgentEvent::ModelAsked { .. } => return None,
             AgentEvent::Sandbox { report } => {
                 if report.fully_enforced() {
                     return None;

@@ -242,6 +242,9 @@ impl<'r, 'a> Served<'r, 'a> {
             on_retry: Some(RetryObserver(Arc::new(observer))),
             ..CompletionRequest::new(self.run.key.clone(), messages, tools)
         };
+        self.event(AgentEvent::ModelAsked {
+            turn: self.turns + 1,
+        });
         self.pending.spawn(async move {
             let asked = Instant::now();
             (id, asked, model.complete(request).await)

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -19,11 +19,7 @@ use crate::chat::Usage;
 use crate::fsutil::LatestWriter;
 use crate::protocol::{AgentId, AgentStatus, TaskFile, round_seconds};
 use crate::text::excerpt;
-use crate::timefmt::rfc3339;
-
-/// The least time between two writes while nothing but counters changes.
-/// (Tokens are counted here, as the parent answers each model turn.)
-const WRITE_EVERY: Duration = Duration::from_millis(250);
+use crate::timefmt::{rfc3339, rfc3339_opt};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusFile {
@@ -36,7 +32,14 @@ pub struct StatusFile {
     pub web_pages: u64,
     pub commands: u64,
     pub token_usage: Usage,
+    /// Model turns answered so far.
+    #[serde(default)]
+    pub turns: u32,
     pub last_action: String,
+    /// When `last_action` began: a long command or a slow model shows as
+    /// an old time here while `updated_at` keeps moving.
+    #[serde(default, with = "rfc3339_opt")]
+    pub last_action_at: Option<DateTime<Utc>>,
     pub deliverables_dir: String,
     pub background: bool,
     /// The troupe process that supervises the agent.
@@ -65,7 +68,7 @@ pub struct StatusTracker<'a> {
     inner: &'a dyn EventSink,
     writer: LatestWriter<StatusFile>,
     started: Instant,
-    state: Mutex<(Arc<StatusFile>, Option<Instant>)>,
+    state: Mutex<Arc<StatusFile>>,
 }
 
 impl<'a> StatusTracker<'a> {
@@ -86,7 +89,9 @@ impl<'a> StatusTracker<'a> {
             web_pages: 0,
             commands: 0,
             token_usage: Usage::default(),
+            turns: 0,
             last_action: "starting".to_string(),
+            last_action_at: Some(now),
             deliverables_dir: task.agent_dir_display(),
             background,
             supervisor_pid: std::process::id(),
@@ -101,36 +106,42 @@ impl<'a> StatusTracker<'a> {
             inner,
             writer,
             started: Instant::now(),
-            state: Mutex::new((status, None)),
+            state: Mutex::new(status),
         })
     }
 
     /// The last word: the agent's final status, on disk before this
     /// returns.
     pub fn finish(&self, status: AgentStatus) {
-        self.update(true, |file| {
+        self.update(|file| {
             file.status = status;
-            file.last_action = format!("ended: {status}");
+            file.act(format!("ended: {status}"));
         });
         if let Err(e) = self.writer.flush() {
             crate::tell!("troupe: cannot write the agent's status: {e}");
         }
     }
 
-    fn update(&self, now: bool, change: impl FnOnce(&mut StatusFile)) {
-        let Ok(mut state) = self.state.lock() else {
+    /// Changes the status and hands it to the writer, which writes the
+    /// latest state as fast as the disk takes it: every heartbeat and
+    /// every turn reach the file, without a write per event.
+    fn update(&self, change: impl FnOnce(&mut StatusFile)) {
+        let Ok(mut file) = self.state.lock() else {
             return;
         };
-        let (file, last_write) = &mut *state;
-        let status = Arc::make_mut(file);
+        let status = Arc::make_mut(&mut file);
         change(status);
         status.runtime_seconds = round_seconds(self.started.elapsed().as_secs_f64());
         status.updated_at = Utc::now();
-        let due = last_write.is_none_or(|at| at.elapsed() >= WRITE_EVERY);
-        if now || due {
-            self.writer.save(file);
-            *last_write = Some(Instant::now());
-        }
+        self.writer.save(&file);
+    }
+}
+
+impl StatusFile {
+    /// What the agent does now, from now.
+    fn act(&mut self, action: String) {
+        self.last_action = action;
+        self.last_action_at = Some(Utc::now());
     }
 }
 
@@ -139,25 +150,30 @@ impl EventSink for StatusTracker<'_> {
         match &event {
             AgentEvent::Started { pid } => {
                 let pid = *pid;
-                self.update(true, |file| {
+                self.update(|file| {
                     file.agent_pid = Some(pid);
-                    file.last_action = "started".to_string();
+                    file.act("started".to_string());
                 });
             }
             AgentEvent::ToolCall { name, arguments } => {
                 let action = excerpt(&format!("{name} {arguments}"), 160);
-                self.update(false, |file| file.last_action = action);
+                self.update(|file| file.act(action));
             }
             AgentEvent::ModelTurn { turn, usage, .. } => {
                 let (turn, usage) = (*turn, *usage);
-                self.update(false, |file| {
-                    file.last_action = format!("model turn {turn}");
+                self.update(|file| {
+                    file.act(format!("model turn {turn} answered"));
+                    file.turns = turn;
                     file.token_usage.add(usage);
                 });
             }
+            AgentEvent::ModelAsked { turn } => {
+                let turn = *turn;
+                self.update(|file| file.act(format!("waiting for the model (turn {turn})")));
+            }
             AgentEvent::Stats { stats } => {
                 let stats = (*stats).clone();
-                self.update(false, |file| {
+                self.update(|file| {
                     file.files_read = stats.files_read;
                     file.searches = stats.searches;
                     file.web_pages = stats.web_pages;
@@ -166,9 +182,7 @@ impl EventSink for StatusTracker<'_> {
             }
             AgentEvent::Stopping { reason } => {
                 let reason = reason.to_string();
-                self.update(true, |file| {
-                    file.last_action = format!("stopping: {reason}")
-                });
+                self.update(|file| file.act(format!("stopping: {reason}")));
             }
             _ => {}
         }

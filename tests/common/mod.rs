@@ -240,7 +240,7 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
 }
 
 /// Whether `what`, which `test` needs, is here. When it is not, the test
-/// says it was skipped; under `CI=true` it fails instead, since CI must
+/// says it was skipped (visibly, even under `cargo test`'s capture); under `CI=true` it fails instead, since CI must
 /// have everything and a skip there would hide a gap.
 pub fn present(test: &str, what: &str, here: bool) -> bool {
     if here {
@@ -249,7 +249,13 @@ pub fn present(test: &str, what: &str, here: bool) -> bool {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{test} needs {what}, which this CI machine lacks");
     }
-    eprintln!("skipped {test}: it needs {what}, which is not here");
+    // Straight to the stream, past the test harness's capture, so that a
+    // skip shows in `cargo test` and does not pass for a run.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: it needs {what}, which is not here"
+    );
     false
 }
 

@@ -257,12 +257,19 @@ fn on_finish_runs_with_the_result_file() {
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
     ]}]}));
     let mut command = spawn_command(&sandbox, 1, "t", &model);
-    command.args(["--on-finish", hook.to_str().unwrap()]);
+    command.args(["--on-finish", &format!("{} \"$1\"", hook.display())]);
     assert_eq!(run(command).code, 0);
     let written = std::fs::read_to_string(&note).unwrap();
     let result = sandbox.agent_dir(1).join(".subagent/result.json");
     let result = result.canonicalize().unwrap().display().to_string();
     assert_eq!(written.trim(), format!("{result} {result}"));
+
+    let echoed = sandbox.root().join("echoed.txt");
+    let mut command = spawn_command(&sandbox, 2, "t", &model);
+    command.args(["--on-finish", &format!("echo $1 > {}", echoed.display())]);
+    assert_eq!(run(command).code, 0);
+    let line = std::fs::read_to_string(&echoed).unwrap();
+    assert_eq!(line.split_whitespace().count(), 1, "the path once: {line}");
 }
 
 #[test]

@@ -4,13 +4,14 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::budget::Budget;
 use super::events::RunEvent;
+use super::liveness::Liveness;
 use super::recorder::EventLog;
 use super::runner::AgentRunner;
 use crate::signal::StopSignal;
@@ -85,21 +86,25 @@ pub struct AgentLines {
     pub verbose: bool,
     pub sandbox_notes: Mutex<HashSet<String>>,
     pub log: EventLog,
+    /// What each agent does, for the "still running" lines.
+    pub liveness: Arc<Liveness>,
 }
 
 impl AgentLines {
-    pub fn new(verbose: bool, log: EventLog) -> Self {
+    pub fn new(verbose: bool, log: EventLog, liveness: Arc<Liveness>) -> Self {
         AgentLines {
             progress: Progress::stderr(),
             verbose,
             sandbox_notes: Mutex::new(HashSet::new()),
             log,
+            liveness,
         }
     }
 }
 
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
+        self.liveness.saw(agent, &event);
         if let AgentEvent::ModelRetry { retry } = &event {
             self.log.event(&RunEvent::retry(agent, retry));
             return;

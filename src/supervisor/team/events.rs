@@ -24,6 +24,9 @@ pub enum RunEvent {
     RunStarted {
         run_id: String,
         goal: String,
+        /// The workspace, absolute; `run_dir` is relative to it, like
+        /// every path of the run's records.
+        workspace: String,
         run_dir: String,
     },
     /// A plan (round 0) or replan (round n) was accepted; `file` holds it.
@@ -195,8 +198,11 @@ impl RunEvent {
     pub fn human_line(&self) -> Option<String> {
         let line = match self {
             RunEvent::RunStarted {
-                run_id, run_dir, ..
-            } => format!("run {run_id}: results in {run_dir}"),
+                run_id,
+                workspace,
+                run_dir,
+                ..
+            } => format!("run {run_id}: results in {workspace}/{run_dir}"),
             RunEvent::PlanReady { .. } | RunEvent::RunFinished { .. } => return None,
             RunEvent::LlmRetry {
                 agent,

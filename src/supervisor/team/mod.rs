@@ -11,6 +11,7 @@ mod budget;
 mod claims;
 mod context;
 mod events;
+mod liveness;
 mod owner;
 mod planner;
 pub mod record;
@@ -40,6 +41,7 @@ pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunF
 use self::budget::Budget;
 use self::context::RunContext;
 use self::events::RunEvent;
+use self::liveness::Liveness;
 use self::owner::Owner;
 use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
@@ -138,6 +140,8 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     let interrupts = Interrupts::new();
     interrupts.watch(stop.clone())?;
     let prompts_dir = config.agents.prompts_dir.clone();
+    let liveness = Arc::new(Liveness::default());
+    let still_running = self::liveness::start(Arc::clone(&liveness));
     let runner = ProcessRunner {
         settings: config.agents,
         run_id: record.run_id.clone(),
@@ -145,7 +149,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         workers,
         reviewers,
         stop: stop.clone(),
-        lines: AgentLines::new(config.team.verbose, recorder.log()),
+        lines: AgentLines::new(config.team.verbose, recorder.log(), Arc::clone(&liveness)),
     };
     let ctx = RunContext {
         goal: record.goal.clone(),
@@ -168,7 +172,9 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     )
     .with_retries(retries);
     let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
-    let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await?;
+    let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await;
+    still_running.abort();
+    let exit_code = exit_code?;
     Ok(TeamOutcome { exit_code, run_dir })
 }
 
@@ -185,6 +191,7 @@ async fn conduct(
             let event = RunEvent::RunStarted {
                 run_id: owner.record().run_id.clone(),
                 goal: goal.clone(),
+                workspace: ctx.workspace.display().to_string(),
                 run_dir: ctx.show(&ctx.run_dir),
             };
             owner.emit(event, |_| {});
