@@ -6,17 +6,20 @@
 use std::path::Path;
 
 use super::graph::{svg, xml};
-use crate::chat::{Message, Role};
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::team::RunRecord;
-use crate::supervisor::team::record::AgentRecord;
+use crate::supervisor::team::record::{AgentRecord, StepRecord};
 use crate::text::count;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#263238;max-width:1200px}\
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}\
-table{border-collapse:collapse}td,th{border:1px solid #cfd8dc;padding:4px 8px;text-align:left;vertical-align:top}\
+table{border-collapse:collapse}td,th{border:1px solid #cfd8dc;padding:4px 8px;text-align:left;vertical-align:top;white-space:nowrap}\
 .status{padding:1px 6px;border-radius:4px;background:#eceff1}.completed{background:#c8e6c9}\
-.failed,.unreviewed,.error,.timeout,.idle_timeout{background:#ffcdd2}.running,.reviewing{background:#fff3c4}\
+.approved{background:#c8e6c9}.rejected{background:#ffe0b2}\
+.failed,.unreviewed,.error,.timeout,.idle_timeout,.context_exhausted{background:#ffcdd2}\
+td.id,td.outcome,td.desc{white-space:normal;overflow-wrap:anywhere}td.id{min-width:6em;max-width:18em}.dag{max-width:100%;height:auto}\
+.args{margin:.2em 0 .2em 1em}.args dt{font-family:monospace;color:#00695c}.args dd{margin:0 0 .3em 1em}\
+.result.error pre{background:#fdecea}.running,.reviewing{background:#fff3c4}\
 details{margin:.4em 0;border:1px solid #cfd8dc;border-radius:6px;padding:.3em .6em}\
 summary{cursor:pointer;font-weight:bold}.msg{margin:.5em 0}.who{font-size:.8em;color:#546e7a;text-transform:uppercase}\
 pre{white-space:pre-wrap;word-break:break-word;background:#f5f7f8;padding:.5em;margin:.2em 0}\
@@ -44,29 +47,19 @@ pub fn report(run: &RunRecord) -> String {
         secs = t.runtime_seconds,
         replans = count(run.replans, "replan"),
     );
-    if let Some(reason) = &run.reason {
-        out.push_str(&format!("<p>{}</p>\n", xml(reason)));
+    if let Some(reason) = run.reason.as_ref().filter(|r| !r.contains(" failed, ")) {
+        out.push_str(&format!("<p class=\"reason\">{}</p>\n", xml(reason)));
     }
     out.push_str("<h2>Plan</h2>\n");
     out.push_str(&svg(&plan, &status));
-    out.push_str("<h2>Steps</h2>\n<table><tr><th>step</th><th>status</th><th>attempts</th><th>verdicts</th><th>duration</th><th>tokens</th><th>description</th></tr>\n");
+    out.push_str("<h2>Steps</h2>\n<table class=\"steps\"><tr><th>step</th><th>status</th><th>attempts</th><th>outcome</th><th>duration</th><th>tokens</th><th>description</th></tr>\n");
     for step in &run.steps {
-        let verdicts: Vec<String> = step
-            .attempts
-            .iter()
-            .flat_map(|a| &a.reviews)
-            .map(|r| match &r.verdict {
-                Some(v) if v.approved => "approved".to_string(),
-                Some(v) => format!("rejected: {}", v.issues.first().unwrap_or(&v.summary)),
-                None => r.status.to_string(),
-            })
-            .collect();
         out.push_str(&format!(
-            "<tr><td>{id}</td><td><span class=\"status {st}\">{st}</span></td><td>{n}</td><td>{verdicts}</td><td>{dur}</td><td>{tokens}</td><td>{desc}</td></tr>\n",
+            "<tr data-step=\"{id}\"><td class=\"id\">{id}</td><td><span class=\"status {st}\">{st}</span></td><td>{n}</td><td class=\"outcome\">{outcome}</td><td>{dur}</td><td>{tokens}</td><td class=\"desc\">{desc}</td></tr>\n",
             id = xml(&step.id),
             st = step.status.as_str(),
             n = step.attempts.len(),
-            verdicts = xml(&verdicts.join("; ")),
+            outcome = xml(&outcome(step)),
             dur = step.duration_seconds.map(|d| format!("{d:.1} s")).unwrap_or_default(),
             tokens = step.stats.token_usage.total,
             desc = xml(&step.description),
@@ -85,49 +78,67 @@ pub fn report(run: &RunRecord) -> String {
     out
 }
 
+/// What became of a step, in one line: its reason when it did not
+/// complete, else what each review said.
+fn outcome(step: &StepRecord) -> String {
+    if let Some(reason) = &step.reason {
+        return reason.clone();
+    }
+    let verdicts: Vec<String> = step
+        .attempts
+        .iter()
+        .flat_map(|a| &a.reviews)
+        .map(|r| match &r.verdict {
+            Some(v) if v.approved => "approved".to_string(),
+            Some(v) => format!("rejected: {}", v.issues.first().unwrap_or(&v.summary)),
+            None => format!(
+                "review {}: {}",
+                r.status,
+                r.error.as_deref().unwrap_or("no verdict")
+            ),
+        })
+        .collect();
+    match verdicts.is_empty() {
+        false => verdicts.join("; "),
+        true => step
+            .attempts
+            .iter()
+            .rev()
+            .find_map(|a| a.worker.as_ref()?.error.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// A reviewer's badge is its verdict; anyone else's its status.
+fn badge(agent: &AgentRecord) -> (&'static str, String) {
+    match &agent.verdict {
+        Some(verdict) if verdict.approved => ("approved", "approved".to_string()),
+        Some(_) => ("rejected", "rejected".to_string()),
+        None => (agent.status.as_str(), agent.status.to_string()),
+    }
+}
+
 fn agent_section(workspace: &Path, step: &str, agent: &AgentRecord) -> String {
     let name = agent.dir.rsplit('/').next().unwrap_or(&agent.dir);
+    let (class, word) = badge(agent);
+    let said = match &agent.verdict {
+        Some(verdict) => verdict.summary.clone(),
+        None => agent.error.clone().unwrap_or_else(|| agent.summary.clone()),
+    };
     let mut out = format!(
-        "<details><summary>{step} / {name} <span class=\"status {st}\">{st}</span></summary>\n<p>{summary}</p>\n",
+        "<details class=\"agent\" data-agent=\"{step}/{name}\"><summary>{step} / {name} <span class=\"status {class}\">{word}</span></summary>\n<p>{said}</p>\n",
         step = xml(step),
         name = xml(name),
-        st = agent.status,
-        summary = xml(agent.error.as_deref().unwrap_or(&agent.summary)),
+        said = xml(&said),
     );
     let path = workspace
         .join(&agent.dir)
         .join(SUBAGENT_DIR)
         .join("conversations.json");
     match crate::transcript::load(&path) {
-        Ok(doc) => {
-            for message in &doc.messages {
-                out.push_str(&message_html(message));
-            }
-        }
+        Ok(doc) => out.push_str(&super::html_messages::messages(&doc.messages)),
         Err(e) => out.push_str(&format!("<p>{}</p>\n", xml(&e.to_string()))),
     }
     out.push_str("</details>\n");
-    out
-}
-
-fn message_html(message: &Message) -> String {
-    let who = match message.role {
-        Role::System => "system".to_string(),
-        Role::User => "user".to_string(),
-        Role::Assistant => "assistant".to_string(),
-        Role::Tool => format!("tool {}", message.tool_call_id.as_deref().unwrap_or("")),
-    };
-    let mut out = format!("<div class=\"msg\"><div class=\"who\">{}</div>", xml(&who));
-    if !message.text().is_empty() {
-        out.push_str(&format!("<pre>{}</pre>", xml(message.text())));
-    }
-    for call in &message.tool_calls {
-        out.push_str(&format!(
-            "<div class=\"call\">-&gt; {} {}</div>",
-            xml(call.name()),
-            xml(&call.function.arguments)
-        ));
-    }
-    out.push_str("</div>\n");
     out
 }

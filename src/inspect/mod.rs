@@ -6,6 +6,7 @@
 pub mod conversation;
 pub mod graph;
 pub mod html;
+mod html_messages;
 pub mod run;
 pub mod runs;
 

@@ -140,6 +140,13 @@ pub fn run(mut command: Command) -> Run {
     }
 }
 
+/// `troupe ARGS --workspace <the sandbox's>`, run to the end.
+pub fn cli(sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut command = troupe();
+    command.args(args).arg("--workspace").arg(sandbox.ws());
+    run(command)
+}
+
 /// `troupe spawn` for agent `id` in the sandbox's workspace, ready for
 /// more arguments or environment.
 pub fn spawn_command(sandbox: &Sandbox, id: u32, task: &str, model: &str) -> Command {

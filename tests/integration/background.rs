@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Run, Sandbox, alive, read_json, run, spawn_command, troupe};
+use crate::common::{Run, Sandbox, alive, cli, read_json, run, spawn_command, troupe};
 
 /// A worker that takes about `turns * latency` to write two files.
 fn slow_script(sandbox: &Sandbox, latency_ms: u64) -> String {
@@ -36,12 +36,6 @@ fn background(sandbox: &Sandbox, id: u32, model: &str, extra: &[&str]) -> Run {
         .arg(sandbox.ws())
         .args(["--model", model])
         .args(extra);
-    run(command)
-}
-
-fn cli(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = troupe();
-    command.args(args).arg("--workspace").arg(sandbox.ws());
     run(command)
 }
 

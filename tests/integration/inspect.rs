@@ -2,16 +2,10 @@
 
 use serde_json::json;
 
-use crate::common::{Run, Sandbox, read_json, run, spawn, troupe};
+use crate::common::{Sandbox, cli, read_json, run, spawn, troupe};
 use crate::team::{
     approving_reviewer, planner, step, team_run, verdict, worker_rule, worker_writes,
 };
-
-fn cli(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = troupe();
-    command.args(args).arg("--workspace").arg(sandbox.ws());
-    run(command)
-}
 
 #[test]
 fn show_an_agent_prints_its_calls_and_results() {
@@ -170,7 +164,7 @@ fn the_report_is_one_self_contained_page() {
         "one edge per dependency"
     );
     assert_eq!(
-        page.matches("<details>").count(),
+        page.matches("<details class=\"agent\"").count(),
         4,
         "every agent's transcript: two workers, two reviewers"
     );

@@ -6,14 +6,8 @@ use std::time::Duration;
 
 use nix::sys::stat::Mode;
 
-use crate::common::{Run, Sandbox, run, troupe};
+use crate::common::{Sandbox, cli};
 use crate::team::{approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
-
-fn cli(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = troupe();
-    command.args(args).arg("--workspace").arg(sandbox.ws());
-    run(command)
-}
 
 // Regression: `troupe report` and `show` blocked forever on a FIFO planted
 // as a transcript, and ate memory on a link to /dev/zero.

@@ -1,0 +1,61 @@
+//! A reader that goes away: `troupe ... | head -1`.
+
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::common::{Sandbox, run, spawn};
+use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule, worker_writes};
+
+/// `script` under bash with pipefail, so the exit code is troupe's.
+fn piped(script: &str) -> crate::common::Run {
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", &format!("set -o pipefail; {script}")])
+        .env("NO_COLOR", "1")
+        .env("TROUPE_CONFIG", "");
+    run(command)
+}
+
+#[test]
+fn show_into_a_closed_pipe_ends_quietly() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    assert_eq!(spawn(&sandbox, 1, "t", &model, &[]).code, 0);
+    let troupe = env!("CARGO_BIN_EXE_troupe");
+    let ws = sandbox.ws();
+    let out = piped(&format!(
+        "{troupe} show agent_1 --full --workspace {} | head -1",
+        ws.display()
+    ));
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    assert_eq!(out.stdout.lines().count(), 1);
+    assert!(
+        !out.stderr.contains("panicked") && !out.stderr.contains("Broken pipe"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_run_into_a_closed_pipe_stops_its_agents_and_seals_its_record() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule("a", worker_writes("a", 3000)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": rules}));
+    let troupe = env!("CARGO_BIN_EXE_troupe");
+    let out = piped(&format!(
+        "{troupe} run goal -v --model {model} --workspace {} 2>&1 | head -1",
+        sandbox.ws().display()
+    ));
+    assert!(!out.stdout.contains("panicked"), "{}", out.stdout);
+    assert_eq!(out.code, 130, "interrupted by the closed pipe");
+    let record = crate::common::read_json(&run_dir(&sandbox).join("run.json"));
+    assert_eq!(record["status"], "interrupted", "sealed: {record}");
+    assert!(record["completed_at"].is_string());
+}
