@@ -182,6 +182,32 @@ pub enum RunEvent {
 }
 
 impl RunEvent {
+    /// The colour of its human line (SGR code): green for what went well,
+    /// red for what failed, yellow for what needs a look; none for the
+    /// rest.
+    pub fn colour(&self) -> Option<&'static str> {
+        match self {
+            RunEvent::ReviewApproved { .. } | RunEvent::StepCompleted { .. } => Some("32"),
+            RunEvent::PlanInvalid { .. }
+            | RunEvent::PlannerFailed { .. }
+            | RunEvent::ReviewFailed { .. }
+            | RunEvent::StepFailed { .. } => Some("31"),
+            RunEvent::ReviewRejected { .. }
+            | RunEvent::StepRetry { .. }
+            | RunEvent::StepUnreviewed { .. }
+            | RunEvent::StepSkipped { .. }
+            | RunEvent::StepInterrupted { .. }
+            | RunEvent::Replanning { .. }
+            | RunEvent::Interrupted { .. }
+            | RunEvent::LimitReached { .. }
+            | RunEvent::LlmRetry { .. } => Some("33"),
+            RunEvent::WorkerFinished { status, .. } if *status != AgentStatus::Completed => {
+                Some("31")
+            }
+            _ => None,
+        }
+    }
+
     /// The retry of a model request of `agent`.
     pub fn retry(agent: &str, retry: &crate::llm::Retrying) -> Self {
         RunEvent::LlmRetry {

@@ -129,7 +129,13 @@ impl EventLog {
             crate::console::out(&text);
         }
         if let Some(human) = event.human_line() {
-            crate::tell!("[{:6.1}s] {human}", elapsed.as_secs_f64());
+            let painter = crate::paint::Painter::for_stderr();
+            let time = painter.paint("2", &format!("[{:6.1}s]", elapsed.as_secs_f64()));
+            let human = match event.colour() {
+                Some(code) => painter.paint(code, &human),
+                None => human,
+            };
+            crate::tell!("{time} {human}");
         }
         let _ = self.writer.send(ToWriter::Event(text));
     }
