@@ -47,7 +47,7 @@ pub fn report(run: &RunRecord) -> String {
         secs = t.runtime_seconds,
         replans = count(run.replans, "replan"),
     );
-    if let Some(reason) = run.reason.as_ref().filter(|r| !r.contains(" failed, ")) {
+    if let Some(reason) = &run.reason {
         out.push_str(&format!("<p class=\"reason\">{}</p>\n", xml(reason)));
     }
     out.push_str("<h2>Plan</h2>\n");

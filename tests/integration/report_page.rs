@@ -45,6 +45,7 @@ const check = {
   systemOpen: [...document.querySelectorAll('details.system')].some(d => d.open),
   systemPrompts: document.querySelectorAll('details.system').length,
   countLines: [...document.querySelectorAll('p')].filter(p => p.textContent.includes(' failed, ')).length,
+  reason: (document.querySelector('p.reason') || {}).textContent,
   toolLabels: [...document.querySelectorAll('.call .who')].map(w => w.textContent),
 };
 document.body.setAttribute('data-check', JSON.stringify(check));
@@ -168,6 +169,7 @@ fn the_report_reads_right_in_a_browser() {
     assert_eq!(check["systemOpen"], false, "system prompts start folded");
     assert!(check["systemPrompts"].as_u64().unwrap() > 0);
     assert_eq!(check["countLines"], 1, "the counts once");
+    assert_eq!(check["reason"], "failed: broken", "and which step, by name");
     let labels: Vec<&str> = check["toolLabels"]
         .as_array()
         .unwrap()

@@ -586,10 +586,7 @@ impl<'c> Owner<'c> {
             run.totals.agents = agents;
             run.totals.runtime_seconds = seconds;
             if status == RunStatus::Failed && run.reason.is_none() {
-                run.reason = Some(format!(
-                    "{} failed, {} skipped, {} unreviewed",
-                    run.totals.failed, run.totals.skipped, run.totals.unreviewed
-                ));
+                run.reason = Some(which_steps(run));
             }
         });
         let totals = self.record.totals.clone();
@@ -605,5 +602,32 @@ impl<'c> Owner<'c> {
         };
         self.emit(event, |_| {});
         crate::console::err(&summary_table(&self.record));
+    }
+}
+
+/// Which steps kept a run from completing, by name: the counts are said
+/// elsewhere.
+fn which_steps(run: &RunRecord) -> String {
+    let named = |status: StepStatus| -> Vec<&str> {
+        run.steps
+            .iter()
+            .filter(|s| s.status == status)
+            .map(|s| s.id.as_str())
+            .collect()
+    };
+    let parts: Vec<String> = [
+        (StepStatus::Failed, "failed"),
+        (StepStatus::Unreviewed, "unreviewed"),
+        (StepStatus::Skipped, "skipped"),
+    ]
+    .into_iter()
+    .filter_map(|(status, word)| {
+        let ids = named(status);
+        (!ids.is_empty()).then(|| format!("{word}: {}", ids.join(", ")))
+    })
+    .collect();
+    match parts.is_empty() {
+        true => "not every step completed".to_string(),
+        false => parts.join("; "),
     }
 }

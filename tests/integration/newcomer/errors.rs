@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::{Sandbox, cli, run, spawn, troupe};
-use crate::team::run_dir;
+use crate::team::{run_dir, validate};
 
 /// A port on 127.0.0.1 that was bound and closed: nothing listens there.
 fn closed_port() -> String {
@@ -53,14 +53,6 @@ fn a_refused_connection_is_said_as_such_and_fails_fast() {
         spawned.elapsed
     );
     assert!(spawned.json()["error"].as_str().unwrap().contains(&said));
-}
-
-fn validate(sandbox: &Sandbox, text: &str) -> crate::common::Run {
-    let path = sandbox.root().join("plan.json");
-    std::fs::write(&path, text).unwrap();
-    let mut command = troupe();
-    command.arg("validate").arg(&path);
-    run(command)
 }
 
 #[test]

@@ -45,6 +45,15 @@ pub fn approving_reviewer() -> Value {
     json!({"role": "reviewer", "reply": [verdict(json!(true), "none")]})
 }
 
+/// `troupe validate` of a plan file holding `text`.
+pub fn validate(sandbox: &Sandbox, text: &str) -> Run {
+    let path = sandbox.root().join("plan.json");
+    std::fs::write(&path, text).unwrap();
+    let mut command = troupe();
+    command.arg("validate").arg(&path);
+    run(command)
+}
+
 /// What a team run left behind.
 pub struct TeamRun {
     pub run: Run,

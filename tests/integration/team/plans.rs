@@ -3,16 +3,10 @@
 
 use serde_json::json;
 
-use super::{approving_reviewer, planner, run_dir, step, team_run, worker_rule, worker_writes};
-use crate::common::{Run, Sandbox, read_json, run, troupe};
-
-fn validate(sandbox: &Sandbox, text: &str) -> Run {
-    let path = sandbox.root().join("plan.json");
-    std::fs::write(&path, text).unwrap();
-    let mut command = troupe();
-    command.arg("validate").arg(&path);
-    run(command)
-}
+use super::{
+    approving_reviewer, planner, run_dir, step, team_run, validate, worker_rule, worker_writes,
+};
+use crate::common::{Sandbox, read_json, run, troupe};
 
 #[test]
 fn invalid_plans_are_refused_with_the_reason() {
