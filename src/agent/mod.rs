@@ -7,6 +7,7 @@
 //! Whatever happens, the transcript on disk is the last valid copy and no
 //! command it started outlives it.
 
+mod birth;
 mod calls;
 mod compaction;
 mod deliverables;
@@ -51,6 +52,10 @@ pub struct AgentOptions {
 /// The task is read and the sandbox applied before the runtime exists, so
 /// no thread escapes the sandbox.
 pub fn main(options: AgentOptions) -> ExitCode {
+    if let Err(message) = birth::take_over() {
+        write_now(&FromChild::error(message));
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = sandbox::make_undumpable() {
         write_now(&FromChild::error(format!(
             "cannot close this process's /proc entries (PR_SET_DUMPABLE): {e}"
@@ -64,6 +69,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    crate::fsutil::set_mode(task.durability);
     let settings = task.sandbox.clone();
     // Stand-alone, the model is loaded before the sandbox, which may not let
     // the agent read a script file outside the workspace.

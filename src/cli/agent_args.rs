@@ -98,6 +98,13 @@ pub struct AgentArgs {
     /// queue included.
     #[arg(long, value_name = "SECS", default_value_t = 60, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub launch_timeout: u64,
+
+    /// When records reach the disk: commit (flushed at the points a
+    /// resume depends on: the task file, the sealed transcript and result,
+    /// each step's end, the run's end; atomic always) or strict (every
+    /// write flushed) [env: TROUPE_DURABILITY] [default: commit].
+    #[arg(long, value_name = "MODE")]
+    pub durability: Option<crate::fsutil::DurabilityMode>,
 }
 
 impl AgentArgs {
@@ -118,14 +125,21 @@ impl AgentArgs {
             pick(self.agent_bin.clone(), sources, "TROUPE_AGENT_BIN").map_err(UsageError::Said)?;
         let launcher: Option<String> =
             pick(self.launcher.clone(), sources, "TROUPE_LAUNCHER").map_err(UsageError::Said)?;
+        let durability = pick(self.durability, sources, "TROUPE_DURABILITY")
+            .map_err(UsageError::Said)?
+            .unwrap_or_default();
+        crate::fsutil::set_mode(durability);
+        let (program, program_takes_session) = super::agent_program(agent_bin.as_deref())?;
         Ok(AgentSettings {
-            program: super::agent_program(agent_bin.as_deref())?,
+            program,
+            program_takes_session,
             serve: self.serve_limits(),
             hygiene: self.hygiene(api_key_envs)?,
             limits: self.agent_limits(max_tokens),
             sandbox: self.sandbox(sources)?,
             prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
             launcher: launcher_of(launcher.as_deref(), results)?,
+            durability,
         })
     }
 

@@ -24,6 +24,7 @@ struct ConfigFile {
     launcher: Option<String>,
     sandbox: Option<String>,
     read_scope: Option<String>,
+    durability: Option<String>,
     allow_read: Option<Vec<PathBuf>>,
     agent_bin: Option<PathBuf>,
     prompts_dir: Option<PathBuf>,
@@ -119,6 +120,7 @@ impl Sources {
             "TROUPE_LAUNCHER" => ("launcher", f.launcher.clone()),
             "TROUPE_SANDBOX" => ("sandbox", f.sandbox.clone()),
             "TROUPE_READ_SCOPE" => ("read_scope", f.read_scope.clone()),
+            "TROUPE_DURABILITY" => ("durability", f.durability.clone()),
             "TROUPE_ALLOW_READ" => (
                 "allow_read",
                 f.allow_read

@@ -180,22 +180,22 @@ pub fn main() -> ExitCode {
 }
 
 /// The `troupe-agent` to start: the one given, or the one installed next
-/// to this `troupe`.
-fn agent_program(given: Option<&Path>) -> Result<PathBuf, UsageError> {
-    let path = match given {
-        Some(path) => path.to_path_buf(),
-        None => {
-            let exe = std::env::current_exe()
-                .map_err(|e| UsageError::Said(format!("cannot locate the troupe binary: {e}")))?;
-            exe.with_file_name("troupe-agent")
-        }
-    };
+/// to this `troupe`; and whether it is that one, which takes its own
+/// session (a stand-in is given one).
+fn agent_program(given: Option<&Path>) -> Result<(PathBuf, bool), UsageError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| UsageError::Said(format!("cannot locate the troupe binary: {e}")))?;
+    let ours = exe.with_file_name("troupe-agent");
+    let path = given.map_or_else(|| ours.clone(), Path::to_path_buf);
     if !path.is_file() {
         return Err(UsageError::Said(format!(
             "the agent binary {} does not exist; build it (cargo build) or name it with --agent-bin or TROUPE_AGENT_BIN",
             path.display()
         )));
     }
-    path.canonicalize()
-        .map_err(|e| UsageError::Said(format!("{}: {e}", path.display())))
+    let path = path
+        .canonicalize()
+        .map_err(|e| UsageError::Said(format!("{}: {e}", path.display())))?;
+    let is_ours = ours.canonicalize().is_ok_and(|ours| ours == path);
+    Ok((path, is_ours))
 }

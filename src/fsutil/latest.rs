@@ -2,9 +2,9 @@
 //! that runs agents never waits for the disk: each `save` hands over the
 //! record's new state (an `Arc`, which the owner changes copy-on-write),
 //! and the thread writes the latest one atomically, coalescing states that
-//! come faster than the disk takes them. `flush` waits until what was
-//! handed over is on disk, for the moments that must be: a transcript
-//! sealed before its agent reports, a status before troupe exits.
+//! come faster than the disk takes them. `commit` hands over a state that
+//! must reach the disk (a commit point, see `durability`) and waits for
+//! it; `flush` waits until what was handed over is written.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::Durability;
+
 enum Job<T> {
-    Save(Arc<T>),
+    Save(Arc<T>, Durability),
     Flush(Sender<()>),
 }
 
@@ -46,7 +48,18 @@ impl<T: Serialize + Send + Sync + 'static> LatestWriter<T> {
 
     /// Hands over the record's new state.
     pub fn save(&self, state: &Arc<T>) {
-        let _ = self.jobs.send(Job::Save(Arc::clone(state)));
+        let _ = self
+            .jobs
+            .send(Job::Save(Arc::clone(state), Durability::Atomic));
+    }
+
+    /// Hands over a state that must reach the disk, and waits until it
+    /// has.
+    pub fn commit(&self, state: &Arc<T>) -> std::io::Result<()> {
+        let _ = self
+            .jobs
+            .send(Job::Save(Arc::clone(state), Durability::Commit));
+        self.flush()
     }
 
     /// Waits until every state handed over is written; the first write
@@ -78,16 +91,22 @@ type Shared = (Arc<Mutex<Option<std::io::Error>>>, Arc<AtomicU64>);
 fn write_latest<T: Serialize>(inbox: Receiver<Job<T>>, path: PathBuf, (failed, spent): Shared) {
     while let Ok(first) = inbox.recv() {
         let mut latest = None;
+        let mut durability = Durability::Atomic;
         let mut flushes = Vec::new();
         for job in std::iter::once(first).chain(inbox.try_iter()) {
             match job {
-                Job::Save(state) => latest = Some(state),
+                Job::Save(state, wanted) => {
+                    latest = Some(state);
+                    if wanted == Durability::Commit {
+                        durability = Durability::Commit;
+                    }
+                }
                 Job::Flush(done) => flushes.push(done),
             }
         }
         if let Some(state) = latest {
             let started = Instant::now();
-            if let Err(e) = super::write_json_atomic(&path, &*state)
+            if let Err(e) = super::write_json_atomic(&path, &*state, durability)
                 && let Ok(mut failed) = failed.lock()
             {
                 failed.get_or_insert(e);

@@ -2,10 +2,12 @@
 //! (`records`), and paths opened without following links (`nofollow`),
 //! because the workspace they live in is also the agents' to write.
 
+mod durability;
 mod latest;
 pub mod nofollow;
 mod records;
 
+pub use durability::{Durability, DurabilityMode, set_mode};
 pub use latest::LatestWriter;
 
 pub use records::{

@@ -4,8 +4,9 @@
 //! results directory is followed, blocks or floods the reader.
 //!
 //! A record is replaced whole: written to a temporary file in the same
-//! directory, flushed, renamed over the old one, and the directory flushed
-//! too, so the rename itself survives a power cut. A rename replaces a
+//! directory and renamed over the old one; at a commit point (see
+//! `durability`) the file and then the directory are flushed too, so the
+//! rename itself survives a power cut. A rename replaces a
 //! name, so a hard link planted at a record's path is never written
 //! through. Reads take regular files only, opened non-blocking (a FIFO
 //! would wait for a writer forever) and bounded before anything is
@@ -24,21 +25,24 @@ use nix::unistd::{UnlinkatFlags, fsync, unlinkat};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::durability::Durability;
 use super::nofollow;
 
 /// The most troupe reads of one record: far beyond any transcript a run
 /// makes, and far below what would hurt the machine.
 const RECORD_CAP: u64 = 256 * 1024 * 1024;
 
-/// Replaces `path` with `bytes` in one rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Replaces `path` with `bytes` in one rename, flushed to the disk as
+/// `durability` says.
+pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
+    let flush = durability.flushes();
     let (parent, name) = nofollow::split(path)?;
     let dir = nofollow::open_dir(parent)?;
     let (temp_name, temp) = create_temp(dir.as_fd())?;
     let mut file = File::from(temp);
     let written = file
         .write_all(bytes)
-        .and_then(|()| file.sync_data())
+        .and_then(|()| if flush { file.sync_data() } else { Ok(()) })
         .and_then(|()| {
             renameat(dir.as_fd(), temp_name.as_str(), dir.as_fd(), name).map_err(io::Error::from)
         });
@@ -46,14 +50,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = unlinkat(dir.as_fd(), temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
         return Err(e);
     }
-    fsync(dir.as_fd()).map_err(io::Error::from)
+    match flush {
+        true => fsync(dir.as_fd()).map_err(io::Error::from),
+        false => Ok(()),
+    }
 }
 
 /// `value` as pretty JSON with a final newline, written atomically.
-pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+pub fn write_json_atomic<T: Serialize>(
+    path: &Path,
+    value: &T,
+    durability: Durability,
+) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    write_atomic(path, &bytes, durability)
 }
 
 /// A new, empty file at `path` (a log), replacing whatever name was there.
@@ -219,7 +230,7 @@ mod tests {
         let outside = base.join("outside.txt");
         std::fs::write(&outside, "keep").unwrap();
         std::fs::hard_link(&outside, base.join("run.json")).unwrap();
-        write_atomic(&base.join("run.json"), b"new").unwrap();
+        write_atomic(&base.join("run.json"), b"new", Durability::Commit).unwrap();
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
         assert_eq!(
             std::fs::read_to_string(base.join("run.json")).unwrap(),

@@ -21,3 +21,7 @@ pub use sandbox::{ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSe
 pub use status::AgentStatus;
 pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
 pub use verdict::{parse_verdict, verdict_schema};
+
+/// Where a child started by troupe itself finds the pid of its parent, to
+/// tell whether the parent died before the child could ask to be told.
+pub const PARENT_PID_ENV: &str = "TROUPE_PARENT_PID";

@@ -50,6 +50,9 @@ pub struct TaskFile {
     pub limits: AgentLimits,
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    /// When the agent flushes its records to the disk (`--durability`).
+    #[serde(default)]
+    pub durability: crate::fsutil::DurabilityMode,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -84,6 +87,7 @@ impl TaskFile {
             prompts_dir: None,
             limits: AgentLimits::default(),
             sandbox: SandboxSettings::default(),
+            durability: crate::fsutil::DurabilityMode::default(),
             created_at,
         }
     }

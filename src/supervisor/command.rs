@@ -11,6 +11,8 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::Signal;
 use tokio::process::Command;
 
+use crate::protocol::PARENT_PID_ENV;
+
 /// The environment a child keeps; everything else, API keys first, is
 /// scrubbed.
 pub const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TZ"];
@@ -27,6 +29,9 @@ pub struct ChildSpec {
     /// The child's private temporary directory (its TMPDIR).
     pub tmp_dir: PathBuf,
     pub hygiene: Hygiene,
+    /// The program is troupe's own agent, which takes its session, its
+    /// parent-death signal and its core limit itself.
+    pub takes_session: bool,
     /// The launcher's words, placeholders filled in, when the child is
     /// placed elsewhere (`--launcher`).
     pub launcher: Option<Vec<String>>,
@@ -84,18 +89,27 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
             }
         }
     }
-    // SAFETY: between fork and exec this calls only setsid, prctl and
-    // setrlimit, which are async-signal-safe and touch no memory of the
-    // parent. The parent forks every child from its one runtime thread,
-    // which lives as long as the parent, so PR_SET_PDEATHSIG fires exactly
-    // when the parent is gone.
-    unsafe {
-        command.pre_exec(move || {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
-            setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(std::io::Error::from)?;
-            Ok(())
-        });
+    command.env(PARENT_PID_ENV, std::process::id().to_string());
+    match spec.launcher.is_none() && spec.takes_session {
+        // troupe-agent takes its own session, parent-death signal and core
+        // limit first thing (see `agent::birth`), so nothing runs between
+        // fork and exec here and the standard library can spawn it with
+        // posix_spawn (vfork) instead of copying the parent.
+        true => {}
+        // A launcher, or a stand-in for troupe-agent, gets them before exec.
+        // SAFETY: between fork and exec this calls only setsid, prctl and
+        // setrlimit, which are async-signal-safe and touch no memory of
+        // the parent. The parent forks every child from its one runtime
+        // thread, which lives as long as the parent, so PR_SET_PDEATHSIG
+        // fires exactly when the parent is gone.
+        false => unsafe {
+            command.pre_exec(move || {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+                setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        },
     }
     Ok(command)
 }

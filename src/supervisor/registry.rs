@@ -17,7 +17,7 @@ use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{nofollow, read_json, write_json_atomic};
+use crate::fsutil::{Durability, nofollow, read_json, write_json_atomic};
 
 const LOCK_FILE: &str = ".subagent.lock";
 const INDEX_DIR: &str = ".agents";
@@ -128,7 +128,7 @@ pub fn index(results: &Path, id: &str, agent_dir: &Path) -> Result<(), RegistryE
         agent_id: id.to_string(),
         agent_dir: agent_dir.to_path_buf(),
     };
-    write_json_atomic(&path, &entry).map_err(io(&path))
+    write_json_atomic(&path, &entry, Durability::Commit).map_err(io(&path))
 }
 
 /// The directory of agent `id`: from the index, else the default place.

@@ -46,6 +46,8 @@ pub async fn kill_session(sid: u32, patience: Duration) -> Vec<i32> {
     let Ok(leader) = i32::try_from(sid) else {
         return Vec::new();
     };
+    // The child itself too: it may not have taken its session yet.
+    let _ = kill(Pid::from_raw(leader), Signal::SIGKILL);
     let _ = killpg(Pid::from_raw(leader), Signal::SIGKILL);
     let give_up = crate::deadline::after(Instant::now(), patience);
     loop {

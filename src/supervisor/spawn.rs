@@ -18,7 +18,7 @@ use super::events::EventSink;
 use super::launcher::{LaunchVars, Launcher};
 use super::result::AgentResult;
 use super::serve::serve;
-use crate::fsutil::{deliverable_files, nofollow, write_json_atomic};
+use crate::fsutil::{Durability, deliverable_files, nofollow, write_json_atomic};
 use crate::llm::ChatModel;
 use crate::protocol::{AgentLimits, AgentStatus, SandboxSettings, TaskFile};
 use crate::signal::StopSignal;
@@ -28,6 +28,8 @@ pub struct SpawnConfig {
     pub task: TaskFile,
     /// The `troupe-agent` binary.
     pub agent_program: PathBuf,
+    /// It takes its own session (see `AgentSettings`).
+    pub program_takes_session: bool,
     pub limits: ServeLimits,
     pub hygiene: Hygiene,
     pub stop: StopSignal,
@@ -42,6 +44,8 @@ pub struct SpawnConfig {
 pub struct AgentSettings {
     /// The `troupe-agent` binary.
     pub program: PathBuf,
+    /// It is troupe's own, which takes its session itself (`agent::birth`).
+    pub program_takes_session: bool,
     pub serve: ServeLimits,
     pub hygiene: Hygiene,
     pub limits: AgentLimits,
@@ -49,6 +53,7 @@ pub struct AgentSettings {
     pub prompts_dir: Option<PathBuf>,
     /// Places each agent elsewhere (`--launcher`).
     pub launcher: Option<Launcher>,
+    pub durability: crate::fsutil::DurabilityMode,
 }
 
 impl AgentSettings {
@@ -58,6 +63,7 @@ impl AgentSettings {
         task.prompts_dir = self.prompts_dir.clone();
         task.limits = self.limits.clone();
         task.sandbox = self.sandbox.clone();
+        task.durability = self.durability;
     }
 }
 
@@ -78,6 +84,7 @@ impl SpawnConfig {
         SpawnConfig {
             task,
             agent_program: settings.program.clone(),
+            program_takes_session: settings.program_takes_session,
             limits: settings.serve.clone(),
             hygiene: settings.hygiene.clone(),
             stop,
@@ -153,6 +160,7 @@ pub async fn run_prepared(
         stderr_log: task.subagent_dir().join("stderr.log"),
         tmp_dir: task.tmp_dir(),
         hygiene: config.hygiene.clone(),
+        takes_session: config.program_takes_session,
         launcher: config
             .launch
             .as_ref()
@@ -205,7 +213,8 @@ fn conclude(task: TaskFile, outcome: ChildOutcome) -> Result<AgentRun, SpawnErro
         deliverable_files(&task.workspace, &task.agent_dir),
     );
     let path = task.subagent_dir().join("result.json");
-    write_json_atomic(&path, &result).map_err(|source| SpawnError::Result { path, source })?;
+    write_json_atomic(&path, &result, Durability::Commit)
+        .map_err(|source| SpawnError::Result { path, source })?;
     Ok(AgentRun { result, outcome })
 }
 
@@ -265,6 +274,6 @@ fn make_dir(task: &TaskFile, existing: Existing) -> Result<Option<PathBuf>, Spaw
     nofollow::create_new_dir(&subagent).map_err(fail(&subagent))?;
     nofollow::create_new_dir(&task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
     let task_path = subagent.join("task.json");
-    write_json_atomic(&task_path, task).map_err(fail(&task_path))?;
+    write_json_atomic(&task_path, task, Durability::Commit).map_err(fail(&task_path))?;
     Ok(aside)
 }

@@ -110,14 +110,19 @@ impl<'a> StatusTracker<'a> {
         })
     }
 
-    /// The last word: the agent's final status, on disk before this
-    /// returns.
+    /// The last word: the agent's final status, flushed to the disk
+    /// before this returns.
     pub fn finish(&self, status: AgentStatus) {
         self.update(|file| {
             file.status = status;
             file.act(format!("ended: {status}"));
         });
-        if let Err(e) = self.writer.flush() {
+        let last = self.state.lock().map(|file| Arc::clone(&file));
+        let committed = match last {
+            Ok(file) => self.writer.commit(&file),
+            Err(_) => self.writer.flush(),
+        };
+        if let Err(e) = committed {
             crate::tell!("troupe: cannot write the agent's status: {e}");
         }
     }

@@ -65,8 +65,9 @@ impl RunContext {
     pub fn save_planner_answer(&self, name: &str, answer: &str) -> PathBuf {
         let dir = self.run_dir.join("planner");
         let path = dir.join(name);
-        let saved = crate::fsutil::nofollow::create_dir_all(&dir)
-            .and_then(|_| crate::fsutil::write_atomic(&path, answer.as_bytes()));
+        let saved = crate::fsutil::nofollow::create_dir_all(&dir).and_then(|_| {
+            crate::fsutil::write_atomic(&path, answer.as_bytes(), crate::fsutil::Durability::Commit)
+        });
         if let Err(e) = saved {
             crate::tell!(
                 "troupe: cannot keep the planner's answer in {}: {e}",

@@ -182,6 +182,22 @@ pub enum RunEvent {
 }
 
 impl RunEvent {
+    /// Whether a resume depends on this event reaching the disk with the
+    /// record: a plan taken, a step settled, the run's end.
+    pub fn commits(&self) -> bool {
+        matches!(
+            self,
+            RunEvent::PlanReady { .. }
+                | RunEvent::StepCompleted { .. }
+                | RunEvent::StepFailed { .. }
+                | RunEvent::StepUnreviewed { .. }
+                | RunEvent::StepSkipped { .. }
+                | RunEvent::StepInterrupted { .. }
+                | RunEvent::StepsReplaced { .. }
+                | RunEvent::RunFinished { .. }
+        )
+    }
+
     /// The colour of its human line (SGR code): green for what went well,
     /// red for what failed, yellow for what needs a look; none for the
     /// rest.

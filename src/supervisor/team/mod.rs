@@ -317,9 +317,11 @@ async fn save_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> 
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
     let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || crate::fsutil::write_atomic(&path, &bytes))
-        .await
-        .map_err(std::io::Error::other)?
+    tokio::task::spawn_blocking(move || {
+        crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Commit)
+    })
+    .await
+    .map_err(std::io::Error::other)?
 }
 
 /// `run_<UTC time>_<4 hex digits>`: sortable, and distinct for runs started

@@ -185,8 +185,13 @@ impl Planner {
         self.conversation.status = status;
         self.conversation.completed_at = Some(chrono::Utc::now());
         let dir = path.parent().unwrap_or(path);
-        let saved = crate::fsutil::nofollow::create_dir_all(dir)
-            .and_then(|_| crate::fsutil::write_json_atomic(path, &self.conversation));
+        let saved = crate::fsutil::nofollow::create_dir_all(dir).and_then(|_| {
+            crate::fsutil::write_json_atomic(
+                path,
+                &self.conversation,
+                crate::fsutil::Durability::Commit,
+            )
+        });
         if let Err(e) = saved {
             crate::tell!(
                 "troupe: cannot write the planner's transcript {}: {e}",

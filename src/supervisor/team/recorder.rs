@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use super::events::RunEvent;
 use super::record::RunRecord;
+use crate::fsutil::Durability;
 
 pub struct Recorder {
     log: EventLog,
@@ -41,8 +42,9 @@ pub struct EventLog {
 enum ToWriter {
     /// The record as it stands now.
     State(Arc<RunRecord>),
-    /// One line for events.jsonl, newline included.
-    Event(String),
+    /// One line for events.jsonl, newline included, with the record as it
+    /// stands after the event; a commit point flushes both to the disk.
+    Event(String, Durability, Option<Arc<RunRecord>>),
     /// Answer once everything before is written.
     Flush(Sender<()>),
 }
@@ -95,8 +97,7 @@ impl Recorder {
 
     /// Records `event`, and `record` as it stands after it.
     pub fn emit(&self, event: &RunEvent, record: &Arc<RunRecord>) {
-        self.save(record);
-        self.log.event(event);
+        self.log.write(event, Some(Arc::clone(record)));
     }
 
     /// Records `record` as it stands, without an event (counters).
@@ -117,6 +118,12 @@ impl EventLog {
     /// One line in events.jsonl (and on stdout with `--json`), and the
     /// event's human line on stderr.
     pub fn event(&self, event: &RunEvent) {
+        self.write(event, None);
+    }
+
+    /// The event, and the record as it stands after it, handed over
+    /// together, so that a commit point flushes both.
+    fn write(&self, event: &RunEvent, record: Option<Arc<RunRecord>>) {
         let elapsed = self.started.elapsed();
         let line = EventLine {
             at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -137,7 +144,11 @@ impl EventLog {
             };
             crate::tell!("{time} {human}");
         }
-        let _ = self.writer.send(ToWriter::Event(text));
+        let durability = match event.commits() {
+            true => Durability::Commit,
+            false => Durability::Atomic,
+        };
+        let _ = self.writer.send(ToWriter::Event(text, durability, record));
     }
 }
 
@@ -153,20 +164,33 @@ fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
     let mut warned = false;
     while let Ok(first) = inbox.recv() {
         let mut latest = None;
+        let mut durability = Durability::Atomic;
         let mut flushes = Vec::new();
         for message in std::iter::once(first).chain(inbox.try_iter()) {
             match message {
                 ToWriter::State(record) => latest = Some(record),
-                ToWriter::Event(line) => {
+                ToWriter::Event(line, wanted, record) => {
+                    if record.is_some() {
+                        latest = record;
+                    }
                     if let Err(e) = events.write_all(line.as_bytes()) {
                         warn_once(&mut warned, &dir, &e);
+                    }
+                    if wanted == Durability::Commit {
+                        durability = Durability::Commit;
                     }
                 }
                 ToWriter::Flush(done) => flushes.push(done),
             }
         }
+        if durability.flushes()
+            && let Err(e) = events.sync_data()
+        {
+            warn_once(&mut warned, &dir, &e);
+        }
         if let Some(record) = latest {
-            let written = crate::fsutil::write_json_atomic(&dir.join("run.json"), &*record);
+            let written =
+                crate::fsutil::write_json_atomic(&dir.join("run.json"), &*record, durability);
             if let Err(e) = written {
                 warn_once(&mut warned, &dir, &e);
             }

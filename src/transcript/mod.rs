@@ -1,20 +1,28 @@
 //! `conversations.json`: the full record of one agent, in the seed's shape.
 //!
-//! The child owns its transcript while it runs and has it rewritten
-//! atomically after every message (a turn's tool results together), by a
-//! writer thread, so a kill at any instant leaves the last valid copy.
-//! Once the child is gone the parent may seal it with the status only the
-//! parent knows (timeout, crash), which keeps one writer at any time.
+//! The child owns its transcript while it runs. It writes
+//! `conversations.json` when it starts and when it ends (sealed, flushed:
+//! a commit point), and between them appends every message to
+//! `journal.jsonl` beside it, one `write` per turn instead of rewriting
+//! the whole record; `load` reads the two together, so a reader, or the
+//! parent sealing after a kill, sees every message that reached the
+//! journal. Once the child is gone the parent may seal the transcript
+//! with the status only the parent knows (timeout, crash), which keeps
+//! one writer at any time.
+
+mod journal;
+mod writer;
+
+pub use writer::TranscriptWriter;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::chat::Actor;
 use crate::chat::Message;
-use crate::fsutil::{LatestWriter, RecordError, read_json, write_json_atomic};
+use crate::fsutil::{Durability, RecordError, read_json, write_json_atomic};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile};
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
@@ -110,74 +118,6 @@ impl Conversation {
     }
 }
 
-/// The child's handle on its transcript: every change is handed to a
-/// writer thread, which writes the latest state atomically, so the agent's
-/// loop never waits for the disk; the first copy and the sealed one are
-/// waited for.
-pub struct TranscriptWriter {
-    doc: Arc<Conversation>,
-    writer: LatestWriter<Conversation>,
-}
-
-impl TranscriptWriter {
-    /// Writes the first copy before it returns, so a transcript exists
-    /// from the start.
-    pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
-        let writer = TranscriptWriter {
-            doc: Arc::new(doc),
-            writer: LatestWriter::spawn(path, "troupe-transcript")?,
-        };
-        writer.writer.save(&writer.doc);
-        writer.writer.flush()?;
-        Ok(writer)
-    }
-
-    pub fn messages(&self) -> &[Message] {
-        &self.doc.messages
-    }
-
-    /// Messages that arrive together (a turn's tool results), saved as one
-    /// state; `Err` when an earlier write failed.
-    pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
-        Arc::make_mut(&mut self.doc).messages.extend(messages);
-        self.writer.save(&self.doc);
-        self.writer.check()
-    }
-
-    /// Records a compaction with the next save.
-    pub fn note_compaction(&mut self, compaction: Compaction) -> std::io::Result<()> {
-        Arc::make_mut(&mut self.doc).compactions.push(compaction);
-        self.writer.save(&self.doc);
-        self.writer.check()
-    }
-
-    /// The stats the next save carries.
-    pub fn set_stats(&mut self, stats: AgentStats) {
-        Arc::make_mut(&mut self.doc).stats = stats;
-    }
-
-    /// Seals the transcript and waits until it is on disk.
-    pub fn finish(
-        &mut self,
-        status: AgentStatus,
-        stop_reason: Option<StopReason>,
-        error: Option<String>,
-    ) -> std::io::Result<()> {
-        let doc = Arc::make_mut(&mut self.doc);
-        doc.status = status;
-        doc.stop_reason = stop_reason;
-        doc.error = error;
-        doc.completed_at = Some(Utc::now());
-        self.writer.save(&self.doc);
-        self.writer.flush()
-    }
-
-    /// Time spent writing the transcript so far.
-    pub fn write_time(&self) -> std::time::Duration {
-        self.writer.write_time()
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
     #[error(transparent)]
@@ -189,8 +129,14 @@ pub enum TranscriptError {
     },
 }
 
+/// The transcript at `path`, with what its journal holds beyond it while
+/// it is still being written.
 pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
-    Ok(read_json(path, "the transcript")?)
+    let mut doc: Conversation = read_json(path, "the transcript")?;
+    if doc.status == AgentStatus::Running {
+        journal::replay(&journal::path_of(path), &mut doc);
+    }
+    Ok(doc)
 }
 
 /// The parent's last word on a transcript whose child is gone: the final
@@ -217,8 +163,10 @@ pub fn seal(
     if doc.completed_at.is_none() {
         doc.completed_at = Some(Utc::now());
     }
-    write_json_atomic(path, &doc).map_err(|source| TranscriptError::Write {
+    write_json_atomic(path, &doc, Durability::Commit).map_err(|source| TranscriptError::Write {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    journal::remove(&journal::path_of(path));
+    Ok(())
 }

@@ -1,0 +1,109 @@
+//! The child's handle on its transcript: the whole record in memory, each
+//! change appended to the journal in one write, and `conversations.json`
+//! written at the start and, sealed and flushed, at the end.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::journal::{self, Entry};
+use super::{Compaction, Conversation};
+use crate::chat::Message;
+use crate::fsutil::{Durability, write_json_atomic};
+use crate::protocol::{AgentStats, AgentStatus, StopReason};
+
+pub struct TranscriptWriter {
+    path: PathBuf,
+    doc: Arc<Conversation>,
+    journal: File,
+    /// Time spent writing so far.
+    spent: Duration,
+}
+
+impl TranscriptWriter {
+    /// Writes the first copy and opens an empty journal before it
+    /// returns, so a transcript exists from the start.
+    pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
+        let started = Instant::now();
+        write_json_atomic(&path, &doc, Durability::Atomic)?;
+        let journal = crate::fsutil::create_file(&journal::path_of(&path))?;
+        Ok(TranscriptWriter {
+            path,
+            doc: Arc::new(doc),
+            journal,
+            spent: started.elapsed(),
+        })
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.doc.messages
+    }
+
+    /// Messages that arrive together (a turn's tool results), appended in
+    /// one write.
+    pub fn push_all(&mut self, messages: impl IntoIterator<Item = Message>) -> std::io::Result<()> {
+        let entries: Vec<Entry> = messages.into_iter().map(Entry::Message).collect();
+        let doc = Arc::make_mut(&mut self.doc);
+        for entry in &entries {
+            if let Entry::Message(message) = entry {
+                doc.messages.push(message.clone());
+            }
+        }
+        self.append(&entries)
+    }
+
+    /// Records a compaction.
+    pub fn note_compaction(&mut self, compaction: Compaction) -> std::io::Result<()> {
+        Arc::make_mut(&mut self.doc)
+            .compactions
+            .push(compaction.clone());
+        self.append(&[Entry::Compaction(compaction)])
+    }
+
+    fn append(&mut self, entries: &[Entry]) -> std::io::Result<()> {
+        let started = Instant::now();
+        let written = journal::append(&mut self.journal, &journal::lines(entries)).and_then(|()| {
+            match Durability::Atomic.flushes() {
+                true => self.journal.sync_data(),
+                false => Ok(()),
+            }
+        });
+        self.spent += started.elapsed();
+        written
+    }
+
+    /// The stats the sealed transcript carries.
+    pub fn set_stats(&mut self, stats: AgentStats) {
+        Arc::make_mut(&mut self.doc).stats = stats;
+    }
+
+    /// Seals the transcript: the whole record, flushed to the disk (a
+    /// commit point), and the journal, now redundant, gone.
+    pub fn finish(
+        &mut self,
+        status: AgentStatus,
+        stop_reason: Option<StopReason>,
+        error: Option<String>,
+    ) -> std::io::Result<()> {
+        let started = Instant::now();
+        let doc = Arc::make_mut(&mut self.doc);
+        doc.status = status;
+        doc.stop_reason = stop_reason;
+        doc.error = error;
+        doc.completed_at = Some(Utc::now());
+        let written = write_json_atomic(&self.path, &*self.doc, Durability::Commit);
+        if written.is_ok() {
+            journal::remove(&journal::path_of(&self.path));
+        }
+        self.spent += started.elapsed();
+        written
+    }
+
+    /// Time spent writing the transcript so far.
+    pub fn write_time(&self) -> Duration {
+        self.spent
+    }
+}
