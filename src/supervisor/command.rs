@@ -89,7 +89,11 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
             }
         }
     }
-    command.env(PARENT_PID_ENV, std::process::id().to_string());
+    // Under a launcher the agent's parent is the launcher's step daemon,
+    // not troupe: the launcher gets the parent-death signal instead.
+    if spec.launcher.is_none() {
+        command.env(PARENT_PID_ENV, std::process::id().to_string());
+    }
     match spec.launcher.is_none() && spec.takes_session {
         // troupe-agent takes its own session, parent-death signal and core
         // limit first thing (see `agent::birth`), so nothing runs between
