@@ -16,6 +16,7 @@ mod parent_model;
 mod reviewer;
 mod session;
 mod stats;
+mod stdio;
 mod worker;
 
 use std::path::{Path, PathBuf};

@@ -24,7 +24,7 @@ impl Outbox {
     pub fn stdout() -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Out>();
         tokio::spawn(async move {
-            let mut stdout = tokio::io::stdout();
+            let mut stdout = super::stdio::output();
             let mut broken = false;
             while let Some(out) = rx.recv().await {
                 match out {

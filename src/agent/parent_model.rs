@@ -65,7 +65,7 @@ impl ChatModel for ParentModel {
 
 async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
     let mut lines = LineReader::new(
-        tokio::io::BufReader::new(tokio::io::stdin()),
+        tokio::io::BufReader::new(super::stdio::input()),
         DEFAULT_LINE_CAP,
     );
     loop {

@@ -314,10 +314,10 @@ impl<'a> Session<'a> {
             return Err(LoopEnd::Failed(AgentFailure::RequestLimit(limit)));
         }
         self.requests += 1;
-        self.cancel
-            .race(self.model.complete(request))
-            .await
-            .map_err(cancelled)
+        let asked = std::time::Instant::now();
+        let answer = self.cancel.race(self.model.complete(request)).await;
+        self.calls.stats.waited(asked.elapsed());
+        answer.map_err(cancelled)
     }
 
     /// Runs a turn's calls and records their results, in the order asked.

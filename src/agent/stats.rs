@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::chat::Usage;
 use crate::protocol::{AgentStats, SandboxReport, round_seconds};
@@ -14,6 +14,7 @@ pub struct StatsCounter {
     files_read: AtomicU64,
     searches: AtomicU64,
     commands: AtomicU64,
+    model_wait_us: AtomicU64,
     usage: Mutex<Usage>,
     sandbox: Option<SandboxReport>,
 }
@@ -26,6 +27,7 @@ impl StatsCounter {
             files_read: AtomicU64::new(0),
             searches: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            model_wait_us: AtomicU64::new(0),
             usage: Mutex::new(Usage::default()),
         }
     }
@@ -45,6 +47,12 @@ impl StatsCounter {
         }
     }
 
+    /// Time spent waiting for one model answer.
+    pub fn waited(&self, wait: Duration) {
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.model_wait_us.fetch_add(us, Ordering::Relaxed);
+    }
+
     pub fn tokens(&self) -> u64 {
         self.usage.lock().map(|u| u.total).unwrap_or(0)
     }
@@ -59,6 +67,7 @@ impl StatsCounter {
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
             sandbox: self.sandbox.clone(),
             transcript_ms: None,
+            model_wait_ms: Some(self.model_wait_us.load(Ordering::Relaxed) as f64 / 1000.0),
         }
     }
 }

@@ -44,8 +44,9 @@ pub struct ShowArgs {
     #[arg(value_name = "WHAT")]
     pub target: String,
 
-    /// Print the underlying file (conversations.json, run.json, or the
-    /// step's record) instead of text.
+    /// Print the underlying file (conversations.json, made from the
+    /// journal while the agent runs; run.json; or the step's record)
+    /// instead of text.
     #[arg(long)]
     pub json: bool,
 
@@ -131,7 +132,15 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Result<ExitCode> {
     let path = dir.join(SUBAGENT_DIR).join("conversations.json");
     if args.json {
-        crate::console::out(&read(&path)?);
+        match crate::fsutil::is_regular(&path) {
+            true => crate::console::out(&read(&path)?),
+            // Still running: made from its journal, in the shape
+            // `conversations.json` will have.
+            false => {
+                let doc = crate::transcript::load(&path).map_err(UsageError::of)?;
+                crate::say!("{}", serde_json::to_string_pretty(&doc)?);
+            }
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let load = || crate::transcript::load(&path).map_err(UsageError::of);
@@ -143,7 +152,7 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
     }
     let mut shown = doc.messages.len();
     let mut doc = doc;
-    let supervised = dir.join(".subagent.lock").exists();
+    let supervised = dir.join(SUBAGENT_DIR).join("status.json").exists();
     while doc.status == AgentStatus::Running {
         if supervised && !registry::is_held(dir) {
             crate::say!("(the agent's supervisor is gone; it is lost)");

@@ -18,7 +18,7 @@ use crate::settings::model::ModelFlags;
 use crate::signal::StopSignal;
 use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
 use crate::supervisor::notify::on_finish;
-use crate::supervisor::registry::{self, AgentLock, Holder};
+use crate::supervisor::registry::{self, AgentLock};
 use crate::supervisor::spawn::{Existing, prepare, run_prepared};
 use crate::supervisor::status::StatusTracker;
 use crate::supervisor::{AgentSettings, Progress, SpawnConfig};
@@ -132,11 +132,7 @@ async fn supervise(
     task: TaskFile,
     background: bool,
 ) -> anyhow::Result<ExitCode> {
-    let holder = Holder {
-        agent_id: task.agent_id.to_string(),
-        pid: std::process::id(),
-    };
-    let _lock = AgentLock::acquire(&task.agent_dir, &holder).map_err(UsageError::of)?;
+    let _lock = AgentLock::acquire(&task.agent_dir).map_err(UsageError::of)?;
     let progress = Progress::stderr();
     let tracker = StatusTracker::start(&task, background, &progress)
         .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;

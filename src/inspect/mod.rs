@@ -104,13 +104,13 @@ pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
         if is_regular(&base.join("run.json")) {
             return Ok(Target::Run(base));
         }
-        if is_regular(&base.join(SUBAGENT_DIR).join("conversations.json")) {
+        if crate::transcript::exists(&base.join(SUBAGENT_DIR).join("conversations.json")) {
             return Ok(Target::Agent(base));
         }
     }
     let id = name.strip_prefix("agent_").unwrap_or(name);
     let dir = registry::agent_dir(results, id);
-    if is_regular(&dir.join(SUBAGENT_DIR).join("conversations.json")) {
+    if crate::transcript::exists(&dir.join(SUBAGENT_DIR).join("conversations.json")) {
         return Ok(Target::Agent(dir));
     }
     if let Some((run, step)) = name.split_once('/') {

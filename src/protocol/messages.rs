@@ -162,6 +162,11 @@ pub struct AgentStats {
     /// the end; what durability costs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_ms: Option<f64>,
+    /// Milliseconds the agent waited for its model answers, from asking to
+    /// holding the answer (reported at the end; the relay's cost is this
+    /// less the endpoint's own time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_wait_ms: Option<f64>,
 }
 
 /// Seconds to two decimals, as `runtime_seconds` is written: precise

@@ -119,7 +119,8 @@ impl TaskFile {
         self.agent_dir.join(SUBAGENT_DIR)
     }
 
-    /// The agent's private temporary directory, its TMPDIR.
+    /// The agent's private temporary directory, its TMPDIR, which the
+    /// agent makes on its first command.
     pub fn tmp_dir(&self) -> PathBuf {
         self.subagent_dir().join("tmp")
     }

@@ -6,7 +6,8 @@
 //! - `privileges`: every capability dropped and `no_new_privs` set, even as
 //!   root, whatever the sandbox mode (and both binaries are non-dumpable);
 //! - `rules`: a Landlock policy for its role. Worker: write only the
-//!   workspace, its own directory, its private TMPDIR and `/dev/null`.
+//!   workspace, its own directory (its private TMPDIR is in it) and
+//!   `/dev/null`.
 //!   Reviewer: write only its own `.subagent/` (where its TMPDIR is) and
 //!   `/dev/null`: it can run checks, not change the workspace. Both: no TCP
 //!   bind or connect (Landlock ABI 4 and later) unless the network is
@@ -45,7 +46,6 @@ pub fn writable_paths(task: &TaskFile) -> Vec<PathBuf> {
             vec![task.workspace.clone(), task.agent_dir.clone()]
         }
     };
-    paths.push(task.tmp_dir());
     paths.push(PathBuf::from("/dev/null"));
     paths
 }

@@ -1,16 +1,15 @@
 //! Which agents a results directory holds, and which of them are alive.
 //!
-//! Every agent directory has a lock file, `.subagent.lock`, held (flock)
-//! by the process that supervises the agent for as long as it lives; the
-//! kernel drops it when that process dies, however it dies. So "is it
-//! running" never trusts a pid or a status file, and a supervisor killed
-//! without a word is seen as gone at once. An index,
+//! Every agent directory is locked (flock on the directory itself, no lock
+//! file) by the process that supervises the agent for as long as it lives;
+//! the kernel drops the lock when that process dies, however it dies. So
+//! "is it running" never trusts a pid or a status file, and a supervisor
+//! killed without a word is seen as gone at once. Who holds it is read
+//! from the agent's status file, only once the lock says someone does. An index,
 //! `<results>/.agents/<id>.json`, maps agent ids to their directories,
 //! which `--deliverables-dir` may put anywhere.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg, OFlag};
@@ -18,12 +17,13 @@ use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{Durability, nofollow, read_json, write_json_atomic};
+use crate::protocol::SUBAGENT_DIR;
+use crate::supervisor::status::StatusFile;
 
-const LOCK_FILE: &str = ".subagent.lock";
 const INDEX_DIR: &str = ".agents";
 
-/// Who holds an agent directory, as written in its lock file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Who holds an agent directory, as its status file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     pub agent_id: String,
     pub pid: u32,
@@ -63,54 +63,68 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError + '_ {
 }
 
 impl AgentLock {
-    /// Takes `agent_dir` for `holder`, or says who has it.
-    pub fn acquire(agent_dir: &Path, holder: &Holder) -> Result<AgentLock, RegistryError> {
-        let path = agent_dir.join(LOCK_FILE);
-        let file = open_lock(&path, OFlag::O_RDWR | OFlag::O_CREAT).map_err(io(&path))?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => lock,
-            Err((mut file, _)) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(match serde_json::from_str::<Holder>(&text) {
-                    Ok(holder) => RegistryError::Busy {
-                        dir: agent_dir.to_path_buf(),
-                        holder,
-                    },
-                    Err(_) => RegistryError::BusyUnknown {
-                        dir: agent_dir.to_path_buf(),
-                    },
-                });
-            }
-        };
-        let text = serde_json::to_string(holder).unwrap_or_default();
-        lock.set_len(0)
-            .and_then(|()| lock.rewind())
-            .and_then(|()| lock.write_all(text.as_bytes()))
-            .map_err(io(&path))?;
-        Ok(AgentLock { _lock: lock })
+    /// Takes `agent_dir`, or says who has it.
+    pub fn acquire(agent_dir: &Path) -> Result<AgentLock, RegistryError> {
+        let dir = open_dir(agent_dir).map_err(io(agent_dir))?;
+        match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => Ok(AgentLock { _lock: lock }),
+            Err(_) => Err(match holder(agent_dir) {
+                Some(holder) => RegistryError::Busy {
+                    dir: agent_dir.to_path_buf(),
+                    holder,
+                },
+                None => RegistryError::BusyUnknown {
+                    dir: agent_dir.to_path_buf(),
+                },
+            }),
+        }
     }
 }
 
 /// Whether some process holds `agent_dir`.
 pub fn is_held(agent_dir: &Path) -> bool {
-    let Ok(file) = open_lock(&agent_dir.join(LOCK_FILE), OFlag::O_RDONLY) else {
+    let Ok(dir) = open_dir(agent_dir) else {
         return false;
     };
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err()
+    Flock::lock(dir, FlockArg::LockExclusiveNonblock).is_err()
 }
 
-/// The holder written in `agent_dir`'s lock file, if any.
+/// Who holds `agent_dir`'s lock: the pid from the kernel (`/proc/locks`),
+/// not from a file a dead supervisor may have left; the agent id from the
+/// status file.
 pub fn holder(agent_dir: &Path) -> Option<Holder> {
-    read_json(&agent_dir.join(LOCK_FILE), "the lock file").ok()
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(agent_dir).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = lock_holder(&locks, meta.dev(), meta.ino())?;
+    let agent_id = StatusFile::load(&agent_dir.join(SUBAGENT_DIR))
+        .map(|status| status.agent_id.to_string())
+        .unwrap_or_else(|| agent_dir.display().to_string());
+    Some(Holder { agent_id, pid })
 }
 
-/// The lock file, reached without a link; it must be a regular file with
-/// no other name, since holding it truncates it.
-fn open_lock(path: &Path, flags: OFlag) -> std::io::Result<File> {
-    let fd = nofollow::open(path, flags, Mode::from_bits_truncate(0o644))?;
-    nofollow::sole_regular_file(fd.as_fd())?;
-    Ok(File::from(fd))
+/// The pid holding a write flock on the inode `dev`:`ino`, from the text
+/// of `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 8698 fe:00:10330188 0 EOF`;
+/// waiters are marked `->` and skipped).
+fn lock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let inode = format!(
+        "{:02x}:{:02x}:{ino}",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev)
+    );
+    locks.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [_, "FLOCK", _, "WRITE", pid, id, ..] if *id == inode => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
+/// The agent directory, reached without a link, open for its lock.
+fn open_dir(path: &Path) -> std::io::Result<File> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+    Ok(File::from(nofollow::open(path, flags, Mode::empty())?))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -201,4 +215,37 @@ pub fn check_new(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_is_whoever_the_kernel_says_has_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_held(dir.path()));
+        assert_eq!(holder(dir.path()), None);
+        let lock = AgentLock::acquire(dir.path()).unwrap();
+        assert!(is_held(dir.path()));
+        let held = holder(dir.path()).unwrap();
+        assert_eq!(held.pid, std::process::id());
+        assert!(matches!(
+            AgentLock::acquire(dir.path()),
+            Err(RegistryError::Busy { .. })
+        ));
+        drop(lock);
+        assert!(!is_held(dir.path()));
+    }
+
+    #[test]
+    fn waiters_and_other_inodes_are_not_holders() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 8698 fe:00:10330188 0 EOF\n\
+                     1: -> FLOCK  ADVISORY  WRITE 9000 fe:00:10330188 0 EOF\n\
+                     2: POSIX  ADVISORY  WRITE 77 fe:00:42 0 EOF\n";
+        let dev = nix::sys::stat::makedev(0xfe, 0);
+        assert_eq!(lock_holder(locks, dev, 10330188), Some(8698));
+        assert_eq!(lock_holder(locks, dev, 42), None);
+        assert_eq!(lock_holder(locks, dev, 1), None);
+    }
 }

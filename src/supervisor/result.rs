@@ -105,4 +105,10 @@ pub struct AgentTimings {
     /// What the child spent writing its transcript, as it reported.
     #[serde(default)]
     pub transcript_ms: f64,
+    /// What the child spent waiting for model answers, as it reported.
+    #[serde(default)]
+    pub model_wait_ms: f64,
+    /// Model requests the parent answered.
+    #[serde(default)]
+    pub completions: u32,
 }

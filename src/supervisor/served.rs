@@ -300,6 +300,8 @@ impl<'r, 'a> Served<'r, 'a> {
             exit_ms: ms(report, exited),
             teardown_ms: ms(exited, Instant::now()),
             transcript_ms: self.child_stats.transcript_ms.unwrap_or(0.0),
+            model_wait_ms: self.child_stats.model_wait_ms.unwrap_or(0.0),
+            completions: self.requests,
         };
     }
 

@@ -272,7 +272,6 @@ fn make_dir(task: &TaskFile, existing: Existing) -> Result<Option<PathBuf>, Spaw
         Err(e) => return Err(fail(&subagent)(e.into())),
     };
     nofollow::create_new_dir(&subagent).map_err(fail(&subagent))?;
-    nofollow::create_new_dir(&task.tmp_dir()).map_err(fail(&task.tmp_dir()))?;
     let task_path = subagent.join("task.json");
     write_json_atomic(&task_path, task, Durability::Commit).map_err(fail(&task_path))?;
     Ok(aside)

@@ -37,12 +37,23 @@ impl TypedTool for RunCommand {
     }
 }
 
+/// The agent's private TMPDIR (inside its own `.subagent/`) is made on
+/// its first command, not for every agent: most never run one, and each
+/// directory is an inode to allocate.
+fn make_tmp_dir() {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(dir) = std::env::var_os("TMPDIR") {
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+    }
+}
+
 async fn run(
     command: &str,
     cwd: &std::path::Path,
     limit: Duration,
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
+    make_tmp_dir();
     let mut sh = Command::new("sh");
     sh.arg("-c")
         .arg(command)

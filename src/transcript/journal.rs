@@ -1,6 +1,8 @@
-//! `journal.jsonl`: what a running agent's transcript gained since its
-//! first copy, one JSON line per entry, appended as it happens. A kill
-//! mid-write leaves at most one torn last line, which `replay` stops at.
+//! `journal.jsonl`: a running agent's transcript, one JSON line per entry,
+//! appended as it happens: first the conversation as it starts (its
+//! metadata and opening messages), then every message and compaction. A
+//! kill mid-write leaves at most one torn last line, which `replay` stops
+//! at.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,8 @@ use crate::chat::Message;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Entry {
+    /// The first line: the conversation as it begins.
+    Start(Box<Conversation>),
     Message(Message),
     Compaction(Compaction),
 }
@@ -39,18 +43,43 @@ pub fn append(file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)
 }
 
-/// Adds to `doc` what the journal at `path` holds, up to the first line
-/// that does not parse (a torn tail); nothing when there is none.
+/// The conversation the journal at `path` holds, up to the first line
+/// that does not parse (a torn tail); `None` when there is no journal or
+/// it does not begin with its start.
+pub fn rebuild(path: &Path) -> Option<Conversation> {
+    let text = crate::fsutil::read_record(path).ok()?;
+    let mut entries = parsed(&text);
+    let Some(Entry::Start(start)) = entries.next() else {
+        return None;
+    };
+    let mut doc = *start;
+    for entry in entries {
+        add(&mut doc, entry);
+    }
+    Some(doc)
+}
+
+/// Adds to `doc` what the journal at `path` holds beyond its start, as
+/// `rebuild` reads it; nothing when there is none.
 pub fn replay(path: &Path, doc: &mut Conversation) {
     let Ok(text) = crate::fsutil::read_record(path) else {
         return;
     };
-    for line in text.lines() {
-        match serde_json::from_str::<Entry>(line) {
-            Ok(Entry::Message(message)) => doc.messages.push(message),
-            Ok(Entry::Compaction(compaction)) => doc.compactions.push(compaction),
-            Err(_) => break,
-        }
+    for entry in parsed(&text) {
+        add(doc, entry);
+    }
+}
+
+fn parsed(text: &str) -> impl Iterator<Item = Entry> + '_ {
+    text.lines()
+        .map_while(|line| serde_json::from_str::<Entry>(line).ok())
+}
+
+fn add(doc: &mut Conversation, entry: Entry) {
+    match entry {
+        Entry::Start(_) => {}
+        Entry::Message(message) => doc.messages.push(message),
+        Entry::Compaction(compaction) => doc.compactions.push(compaction),
     }
 }
 

@@ -1,11 +1,11 @@
 //! `conversations.json`: the full record of one agent, in the seed's shape.
 //!
-//! The child owns its transcript while it runs. It writes
-//! `conversations.json` when it starts and when it ends (sealed, flushed:
-//! a commit point), and between them appends every message to
-//! `journal.jsonl` beside it, one `write` per turn instead of rewriting
-//! the whole record; `load` reads the two together, so a reader, or the
-//! parent sealing after a kill, sees every message that reached the
+//! The child owns its transcript while it runs. It appends the
+//! conversation's start and then every message to `journal.jsonl`, one
+//! `write` per turn instead of rewriting the whole record, and writes
+//! `conversations.json` when it ends (sealed, flushed: a commit point),
+//! removing the journal; `load` reads whichever is there, so a reader, or
+//! the parent sealing after a kill, sees every message that reached the
 //! journal. Once the child is gone the parent may seal the transcript
 //! with the status only the parent knows (timeout, crash), which keeps
 //! one writer at any time.
@@ -129,14 +129,25 @@ pub enum TranscriptError {
     },
 }
 
-/// The transcript at `path`, with what its journal holds beyond it while
-/// it is still being written.
+/// The transcript at `path` (`conversations.json`), or while it is still
+/// being written, what its journal holds.
 pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
-    let mut doc: Conversation = read_json(path, "the transcript")?;
-    if doc.status == AgentStatus::Running {
-        journal::replay(&journal::path_of(path), &mut doc);
+    match read_json::<Conversation>(path, "the transcript") {
+        Ok(mut doc) => {
+            if doc.status == AgentStatus::Running {
+                journal::replay(&journal::path_of(path), &mut doc);
+            }
+            Ok(doc)
+        }
+        Err(e) if e.is_missing() => journal::rebuild(&journal::path_of(path)).ok_or(e.into()),
+        Err(e) => Err(e.into()),
     }
-    Ok(doc)
+}
+
+/// Whether there is a transcript at `path`, sealed or still in its
+/// journal.
+pub fn exists(path: &Path) -> bool {
+    crate::fsutil::is_regular(path) || crate::fsutil::is_regular(&journal::path_of(path))
 }
 
 /// The parent's last word on a transcript whose child is gone: the final

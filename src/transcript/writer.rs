@@ -1,6 +1,6 @@
-//! The child's handle on its transcript: the whole record in memory, each
-//! change appended to the journal in one write, and `conversations.json`
-//! written at the start and, sealed and flushed, at the end.
+//! The child's handle on its transcript: the whole record in memory, the
+//! start and each change appended to the journal in one write each, and
+//! `conversations.json` written, sealed and flushed, at the end.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -24,18 +24,20 @@ pub struct TranscriptWriter {
 }
 
 impl TranscriptWriter {
-    /// Writes the first copy and opens an empty journal before it
-    /// returns, so a transcript exists from the start.
+    /// Opens the journal with the conversation's start before it returns,
+    /// so a transcript exists from the start.
     pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
         let started = Instant::now();
-        write_json_atomic(&path, &doc, Durability::Atomic)?;
         let journal = crate::fsutil::create_file(&journal::path_of(&path))?;
-        Ok(TranscriptWriter {
+        let mut writer = TranscriptWriter {
             path,
             doc: Arc::new(doc),
             journal,
-            spent: started.elapsed(),
-        })
+            spent: Duration::ZERO,
+        };
+        writer.append(&[Entry::Start(Box::new((*writer.doc).clone()))])?;
+        writer.spent = started.elapsed();
+        Ok(writer)
     }
 
     pub fn messages(&self) -> &[Message] {
