@@ -87,3 +87,47 @@ fn add(doc: &mut Conversation, entry: Entry) {
 pub fn remove(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::Actor;
+    use crate::protocol::AgentId;
+
+    fn start() -> Conversation {
+        Conversation::new(
+            AgentId::new("1"),
+            "c".to_string(),
+            Actor::Worker,
+            "s".to_string(),
+        )
+    }
+
+    #[test]
+    fn a_torn_last_line_is_where_the_journal_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let entries = [
+            Entry::Start(Box::new(start())),
+            Entry::Message(Message::user("first")),
+            Entry::Message(Message::user("second")),
+        ];
+        let mut bytes = lines(&entries);
+        bytes.extend_from_slice(br#"{"message": {"role": "user", "cont"#);
+        std::fs::write(&path, &bytes).unwrap();
+        let doc = rebuild(&path).unwrap();
+        assert_eq!(doc.messages.len(), 2);
+        assert_eq!(doc.agent_id, AgentId::new("1"));
+    }
+
+    #[test]
+    fn a_journal_without_its_start_is_no_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        assert!(rebuild(&path).is_none(), "no journal");
+        std::fs::write(&path, lines(&[Entry::Message(Message::user("x"))])).unwrap();
+        assert!(rebuild(&path).is_none(), "no start line");
+        std::fs::write(&path, br#"{"start": {"agent_"#).unwrap();
+        assert!(rebuild(&path).is_none(), "a torn start");
+    }
+}

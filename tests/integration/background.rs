@@ -284,3 +284,37 @@ fn show_follow_streams_a_running_agent_until_it_ends() {
         "ends with the final header:\n{text}"
     );
 }
+
+#[test]
+fn a_running_transcript_is_its_journal_until_it_is_sealed() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 1000);
+    assert_eq!(background(&sandbox, 8, &model, &[]).code, 0);
+    let subagent = sandbox.ws().join("sub_agent_results/agent_8/.subagent");
+    let shown = || cli(&sandbox, &["show", "8", "--json"]);
+    wait_until("a tool result in the running transcript", || {
+        let out = shown();
+        out.code == 0
+            && out.json()["messages"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+    });
+    let running = shown().json();
+    assert_eq!(running["status"], "running", "{running}");
+    assert_eq!(running["agent_id"], 8);
+    assert!(subagent.join("journal.jsonl").is_file());
+    assert!(
+        !subagent.join("conversations.json").exists(),
+        "no whole copy is rewritten while the agent runs"
+    );
+    assert_eq!(cli(&sandbox, &["wait", "8"]).code, 0);
+    let sealed = read_json(&subagent.join("conversations.json"));
+    assert_eq!(sealed["status"], "completed");
+    assert!(
+        !subagent.join("journal.jsonl").exists(),
+        "the sealed transcript holds it all"
+    );
+    let messages = sealed["messages"].as_array().unwrap();
+    let opening = &running["messages"].as_array().unwrap()[..];
+    assert_eq!(&messages[..opening.len()], opening, "nothing rewritten");
+}

@@ -9,6 +9,7 @@
 mod common;
 
 mod background;
+mod durability;
 mod fake_children;
 mod faults;
 mod hostile;
