@@ -369,8 +369,13 @@ fn scheduling(bench: &mut Bench) {
 
 /// Peak resident memory of a process, in MiB, from /proc.
 fn peak_rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmHWM:")
+}
+
+/// A size line of `/proc/PID/status` (`VmHWM:`, `RssAnon:`), in MiB.
+fn status_mib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }
@@ -408,13 +413,15 @@ fn fan_out(bench: &mut Bench) {
     rules.push(reviewer());
     let setup = Setup::new(&plan, rules);
     let marker = setup.ws().display().to_string();
-    let (mut parent_peak, mut child_peak, mut last_sample) = (0.0f64, 0.0f64, Instant::now());
+    let (mut parent_peak, mut child_peak, mut child_private) = (0.0f64, 0.0f64, 0.0f64);
+    let mut last_sample = Instant::now();
     let (wall, _) = setup.run(&["--max-parallel", &slots.to_string()], |pid| {
         parent_peak = parent_peak.max(peak_rss_mib(pid).unwrap_or(0.0));
         if last_sample.elapsed() > Duration::from_millis(50) {
             last_sample = Instant::now();
             for child in processes_with(&format!("--task {marker}")) {
                 child_peak = child_peak.max(peak_rss_mib(child).unwrap_or(0.0));
+                child_private = child_private.max(status_mib(child, "RssAnon:").unwrap_or(0.0));
             }
         }
     });
@@ -432,6 +439,13 @@ fn fan_out(bench: &mut Bench) {
     );
     bench.record(S, "parent peak RSS", "MiB", "< 50", parent_peak);
     bench.record(S, "child peak RSS", "MiB", "< 4", child_peak);
+    bench.record(
+        S,
+        "child private memory (RssAnon, largest seen)",
+        "MiB",
+        "",
+        child_private,
+    );
 }
 
 /// Scenario 4: parse, validate and level a large plan, in-process.

@@ -5,8 +5,9 @@
 //! also printed on stdout with `--json`, and shown to a person on stderr,
 //! as they come.
 //!
-//! The writer coalesces: when states come faster than the disk takes
-//! them, `run.json` is written once for the latest. A state is an
+//! The writer coalesces: between commit points `run.json` is written at
+//! most every 50 ms, once for the latest state, and at once at a commit
+//! point or a flush. A state is an
 //! `Arc<RunRecord>`, which the owner changes copy-on-write, so handing one
 //! over costs a reference count, and a copy only while the writer still
 //! holds the previous one.
@@ -15,8 +16,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde::Serialize;
@@ -158,15 +159,40 @@ impl Drop for Recorder {
     }
 }
 
+/// How long run.json may lag behind the run between commit points: a
+/// state that changes nothing a resume depends on waits this long for the
+/// next, and only the latest is written. Every event line is appended at
+/// once; a commit point or a flush writes run.json at once.
+const SETTLE: Duration = Duration::from_millis(50);
+
 /// The writer thread: takes what is waiting, appends the events in order,
-/// writes the latest state once, answers flushes, and blocks for more.
+/// writes the latest state once it is due, answers flushes, and blocks for
+/// more.
 fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
     let mut warned = false;
-    while let Ok(first) = inbox.recv() {
-        let mut latest = None;
+    let mut latest: Option<Arc<RunRecord>> = None;
+    let mut written_at: Option<Instant> = None;
+    loop {
+        let first = match &latest {
+            None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(_) => {
+                let since = written_at.map_or(SETTLE, |at| at.elapsed());
+                inbox.recv_timeout(SETTLE.saturating_sub(since))
+            }
+        };
+        let first = match first {
+            Ok(message) => Some(message),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Some(record) = latest.take() {
+                    save_record(&dir, &record, Durability::Commit, &mut warned);
+                }
+                return;
+            }
+        };
         let mut durability = Durability::Atomic;
         let mut flushes = Vec::new();
-        for message in std::iter::once(first).chain(inbox.try_iter()) {
+        for message in first.into_iter().chain(inbox.try_iter()) {
             match message {
                 ToWriter::State(record) => latest = Some(record),
                 ToWriter::Event(line, wanted, record) => {
@@ -188,16 +214,22 @@ fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
         {
             warn_once(&mut warned, &dir, &e);
         }
-        if let Some(record) = latest {
-            let written =
-                crate::fsutil::write_json_atomic(&dir.join("run.json"), &*record, durability);
-            if let Err(e) = written {
-                warn_once(&mut warned, &dir, &e);
-            }
+        let due = durability == Durability::Commit
+            || !flushes.is_empty()
+            || written_at.is_none_or(|at| at.elapsed() >= SETTLE);
+        if due && let Some(record) = latest.take() {
+            save_record(&dir, &record, durability, &mut warned);
+            written_at = Some(Instant::now());
         }
         for done in flushes {
             let _ = done.send(());
         }
+    }
+}
+
+fn save_record(dir: &Path, record: &RunRecord, durability: Durability, warned: &mut bool) {
+    if let Err(e) = crate::fsutil::write_json_atomic(&dir.join("run.json"), record, durability) {
+        warn_once(warned, dir, &e);
     }
 }
 
