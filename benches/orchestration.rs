@@ -5,7 +5,8 @@
 //!
 //! `cargo bench --bench orchestration` runs every scenario three times and
 //! prints one Markdown table (min / median / max); `-- --quick` (or
-//! TROUPE_BENCH_QUICK=1) runs each once, smaller, as a smoke check. The
+//! TROUPE_BENCH_QUICK=1) runs each once, smaller, as a smoke check, and
+//! `-- relay fan-out` only the scenarios named. The
 //! numbers also go to target/bench/orchestration.json. The scenarios use
 //! the release binaries and the scripted model, in a temporary directory.
 
@@ -77,6 +78,9 @@ impl Bench {
     }
 }
 
+/// One scenario: it records its metrics in the bench.
+type Scenario = fn(&mut Bench);
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick")
         || std::env::var_os("TROUPE_BENCH_QUICK").is_some();
@@ -85,15 +89,27 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
+    let scenarios: [(&str, Scenario); 7] = [
+        ("overhead", overhead),
+        ("scheduling", scheduling),
+        ("fan-out", fan_out),
+        ("plan-scale", plan_scale),
+        ("protocol", protocol),
+        ("relay", relay),
+        ("startup", startup),
+    ];
+    // Words that are not options pick scenarios by name (`-- relay`).
+    let picked: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     for run in 0..bench.runs {
         eprintln!("run {} of {}", run + 1, bench.runs);
-        overhead(&mut bench);
-        scheduling(&mut bench);
-        fan_out(&mut bench);
-        plan_scale(&mut bench);
-        protocol(&mut bench);
-        relay(&mut bench);
-        startup(&mut bench);
+        for (name, scenario) in scenarios {
+            if picked.is_empty() || picked.iter().any(|p| name.contains(p.as_str())) {
+                scenario(&mut bench);
+            }
+        }
     }
     print!("{}", table(&bench.metrics));
     write_json(&bench);

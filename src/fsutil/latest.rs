@@ -1,12 +1,12 @@
 //! A JSON record kept current by a thread of its own, so that the thread
 //! that runs agents never waits for the disk: each `save` hands over the
 //! record's new state (an `Arc`, which the owner changes copy-on-write),
-//! and the thread writes the latest one atomically, coalescing states that
-//! come faster than the disk takes them. `commit` hands over a state that
+//! and the thread writes the latest one atomically, at most every 50 ms
+//! between commit points (see `pace`), coalescing the states between. `commit` hands over a state that
 //! must reach the disk (a commit point, see `durability`) and waits for
 //! it; `flush` waits until what was handed over is written.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::Durability;
+use super::{Durability, Next, Pace};
 
 enum Job<T> {
     Save(Arc<T>, Durability),
@@ -89,11 +89,22 @@ impl<T: Serialize + Send + Sync + 'static> LatestWriter<T> {
 type Shared = (Arc<Mutex<Option<std::io::Error>>>, Arc<AtomicU64>);
 
 fn write_latest<T: Serialize>(inbox: Receiver<Job<T>>, path: PathBuf, (failed, spent): Shared) {
-    while let Ok(first) = inbox.recv() {
-        let mut latest = None;
+    let mut pace = Pace::default();
+    let mut latest: Option<Arc<T>> = None;
+    loop {
+        let first = match pace.next(&inbox, latest.is_some()) {
+            Next::Message(job) => Some(job),
+            Next::Due => None,
+            Next::Closed => {
+                if let Some(state) = latest.take() {
+                    write(&path, &*state, Durability::Commit, &failed, &spent);
+                }
+                return;
+            }
+        };
         let mut durability = Durability::Atomic;
         let mut flushes = Vec::new();
-        for job in std::iter::once(first).chain(inbox.try_iter()) {
+        for job in first.into_iter().chain(inbox.try_iter()) {
             match job {
                 Job::Save(state, wanted) => {
                     latest = Some(state);
@@ -104,18 +115,32 @@ fn write_latest<T: Serialize>(inbox: Receiver<Job<T>>, path: PathBuf, (failed, s
                 Job::Flush(done) => flushes.push(done),
             }
         }
-        if let Some(state) = latest {
-            let started = Instant::now();
-            if let Err(e) = super::write_json_atomic(&path, &*state, durability)
-                && let Ok(mut failed) = failed.lock()
-            {
-                failed.get_or_insert(e);
-            }
-            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            spent.fetch_add(nanos, Ordering::Relaxed);
+        let urgent = durability == Durability::Commit || !flushes.is_empty();
+        if pace.due(urgent)
+            && let Some(state) = latest.take()
+        {
+            write(&path, &*state, durability, &failed, &spent);
+            pace.wrote();
         }
         for done in flushes {
             let _ = done.send(());
         }
     }
+}
+
+fn write<T: Serialize>(
+    path: &Path,
+    state: &T,
+    durability: Durability,
+    failed: &Mutex<Option<std::io::Error>>,
+    spent: &AtomicU64,
+) {
+    let started = Instant::now();
+    if let Err(e) = super::write_json_atomic(path, state, durability)
+        && let Ok(mut failed) = failed.lock()
+    {
+        failed.get_or_insert(e);
+    }
+    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    spent.fetch_add(nanos, Ordering::Relaxed);
 }

@@ -5,10 +5,12 @@
 mod durability;
 mod latest;
 pub mod nofollow;
+mod pace;
 mod records;
 
 pub use durability::{Durability, DurabilityMode, set_mode};
 pub use latest::LatestWriter;
+pub use pace::{Next, Pace};
 
 pub use records::{
     RecordError, create_file, is_regular, open_append, read_bounded, read_json, read_record,

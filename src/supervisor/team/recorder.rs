@@ -16,15 +16,15 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
 
 use chrono::Utc;
 use serde::Serialize;
 
 use super::events::RunEvent;
 use super::record::RunRecord;
-use crate::fsutil::Durability;
+use crate::fsutil::{Durability, Next, Pace};
 
 pub struct Recorder {
     log: EventLog,
@@ -159,31 +159,18 @@ impl Drop for Recorder {
     }
 }
 
-/// How long run.json may lag behind the run between commit points: a
-/// state that changes nothing a resume depends on waits this long for the
-/// next, and only the latest is written. Every event line is appended at
-/// once; a commit point or a flush writes run.json at once.
-const SETTLE: Duration = Duration::from_millis(50);
-
-/// The writer thread: takes what is waiting, appends the events in order,
-/// writes the latest state once it is due, answers flushes, and blocks for
-/// more.
+/// The writer thread: takes what is waiting, appends the events in order
+/// at once, writes the latest state when it is due (see `fsutil::Pace`),
+/// answers flushes, and blocks for more.
 fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
     let mut warned = false;
+    let mut pace = Pace::default();
     let mut latest: Option<Arc<RunRecord>> = None;
-    let mut written_at: Option<Instant> = None;
     loop {
-        let first = match &latest {
-            None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(_) => {
-                let since = written_at.map_or(SETTLE, |at| at.elapsed());
-                inbox.recv_timeout(SETTLE.saturating_sub(since))
-            }
-        };
-        let first = match first {
-            Ok(message) => Some(message),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => {
+        let first = match pace.next(&inbox, latest.is_some()) {
+            Next::Message(message) => Some(message),
+            Next::Due => None,
+            Next::Closed => {
                 if let Some(record) = latest.take() {
                     save_record(&dir, &record, Durability::Commit, &mut warned);
                 }
@@ -214,12 +201,12 @@ fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
         {
             warn_once(&mut warned, &dir, &e);
         }
-        let due = durability == Durability::Commit
-            || !flushes.is_empty()
-            || written_at.is_none_or(|at| at.elapsed() >= SETTLE);
-        if due && let Some(record) = latest.take() {
+        let urgent = durability == Durability::Commit || !flushes.is_empty();
+        if pace.due(urgent)
+            && let Some(record) = latest.take()
+        {
             save_record(&dir, &record, durability, &mut warned);
-            written_at = Some(Instant::now());
+            pace.wrote();
         }
         for done in flushes {
             let _ = done.send(());
