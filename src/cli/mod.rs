@@ -10,6 +10,7 @@ mod agent_args;
 mod agents;
 mod background;
 mod config;
+mod isolated;
 mod plan;
 mod run;
 mod runs;
@@ -114,6 +115,13 @@ enum Command {
     Completions(about::CompletionsArgs),
     /// Print troupe's manual page (roff), or write a page per command.
     Man(about::ManArgs),
+    /// Bring the result of a run made with --isolation worktree (its branch
+    /// troupe/<run_id>) into the workspace; refuses, changing nothing, when
+    /// a path the run changed was changed there since the run began.
+    Apply(isolated::ApplyArgs),
+    /// Remove the checkouts a run made with --isolation worktree kept for
+    /// its failed steps; the branch stays.
+    Clean(isolated::CleanArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -162,6 +170,8 @@ pub fn main() -> ExitCode {
             Command::Show(args) => show::show(args).await,
             Command::Report(args) => show::report(args),
             Command::Runs(args) => runs::runs(args),
+            Command::Apply(args) => isolated::apply_run(args).await,
+            Command::Clean(args) => isolated::clean(args).await,
             Command::Completions(args) => about::completions(args),
             Command::Man(args) => about::man(args),
         }

@@ -14,6 +14,7 @@ use super::plan::read_plan_file;
 use crate::chat::Actor;
 use crate::llm::{ChatModel, build_model};
 use crate::settings::model::{ModelFlags, RoleFlags};
+use crate::supervisor::isolation::IsolationMode;
 use crate::supervisor::plan::Plan;
 use crate::supervisor::team::{
     RoleModel, Start, TeamConfig, TeamError, TeamModels, TeamSettings, find_run, run_team,
@@ -107,6 +108,21 @@ pub struct TeamArgs {
     /// stopped, partial results kept, exit code 124.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub deadline: Option<u64>,
+
+    /// How workers share the workspace. worktree: each step attempt works
+    /// in a git checkout of its own, the reviewer reads its diff, and an
+    /// approved change is merged into the branch troupe/<run_id> (the
+    /// workspace is left as it is; --apply brings the result in). shared:
+    /// every worker writes the workspace itself. auto: worktree when more
+    /// than one step can run at once.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = IsolationMode::Auto)]
+    pub isolation: IsolationMode,
+
+    /// With --isolation worktree: bring the run's result into the
+    /// workspace when it ends, refusing paths changed there meanwhile
+    /// (the same as `troupe apply RUN`).
+    #[arg(long)]
+    pub apply: bool,
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
@@ -160,6 +176,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             max_tokens: args.team.max_tokens,
             deadline: args.team.deadline.map(Duration::from_secs),
             verbose: args.verbose,
+            isolation: args.team.isolation,
         },
         json: args.json,
     };
@@ -169,10 +186,12 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             TeamError::Resume(e) => anyhow::Error::from(UsageError::of(e)),
             other => anyhow::Error::from(other),
         })?;
+    let code =
+        super::isolated::after_run(&outcome.run_dir, args.team.apply, outcome.exit_code).await;
     if let Some(command) = &args.on_finish {
         crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }
-    Ok(ExitCode::from(outcome.exit_code))
+    Ok(ExitCode::from(code))
 }
 
 /// One client per distinct model configuration: roles that share an

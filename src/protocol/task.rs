@@ -37,8 +37,13 @@ pub struct TaskFile {
     pub summary: String,
     /// The full task description.
     pub task: String,
-    /// Absolute path of the shared workspace.
+    /// Absolute path of the workspace the agent works in: the shared one,
+    /// or with `--isolation worktree` its step attempt's checkout.
     pub workspace: PathBuf,
+    /// The results directory when it is not in `workspace` (the run's
+    /// workspace's, for an agent working in a checkout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<PathBuf>,
     /// Absolute path of the agent's own directory (its deliverables dir).
     pub agent_dir: PathBuf,
     pub conversation_id: String,
@@ -81,6 +86,7 @@ impl TaskFile {
             summary,
             task,
             workspace,
+            results: None,
             agent_dir,
             conversation_id,
             timeout_seconds: 600,
@@ -103,7 +109,10 @@ impl TaskFile {
     /// The workspace's results directory, where this agent's directory
     /// usually lies, beside other agents' and the runs' records.
     pub fn results_dir(&self) -> PathBuf {
-        self.workspace.join(RESULTS_DIR)
+        match &self.results {
+            Some(results) => results.clone(),
+            None => self.workspace.join(RESULTS_DIR),
+        }
     }
 
     /// Which agent this is, for the model it asks.

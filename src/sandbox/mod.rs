@@ -81,15 +81,17 @@ pub fn apply(task: &TaskFile, settings: &SandboxSettings) -> Result<SandboxRepor
         // Landlock lets a Reviewer write nothing of the results directory
         // but its own `.subagent/`.
         (_, AgentRole::Reviewer) => true,
-        (_, AgentRole::Worker) => match results::protect(&task.results_dir(), &task.agent_dir) {
-            Ok(()) => true,
-            Err(why) => {
-                missing.push(format!(
-                    "the results directory stays writable to the worker's commands ({why})"
-                ));
-                false
+        (_, AgentRole::Worker) => {
+            match results::protect(&task.results_dir(), &[&task.agent_dir, &task.workspace]) {
+                Ok(()) => true,
+                Err(why) => {
+                    missing.push(format!(
+                        "the results directory stays writable to the worker's commands ({why})"
+                    ));
+                    false
+                }
             }
-        },
+        }
     };
     if let Err(why) = privileges::drop_all() {
         missing.push(why);

@@ -23,13 +23,16 @@ use nix::sched::{CloneFlags, unshare};
 use nix::sys::statvfs::{FsFlags, statvfs};
 
 /// Makes `results` read-only to this process and all it starts, except
-/// `own` (when it lies inside) and what is below it.
-pub fn protect(results: &Path, own: &Path) -> Result<(), String> {
+/// each of `own` that lies inside (the agent's directory, its checkout)
+/// and what is below it.
+pub fn protect(results: &Path, own: &[&Path]) -> Result<(), String> {
     enter_namespace()?;
     private("/")?;
     bind(results, results)?;
-    if own.starts_with(results) && own != results {
-        bind(own, own)?;
+    for dir in own {
+        if dir.starts_with(results) && *dir != results {
+            bind(dir, dir)?;
+        }
     }
     read_only(results)
 }

@@ -10,6 +10,7 @@ pub mod child;
 pub mod command;
 pub mod events;
 pub mod interrupt;
+pub mod isolation;
 pub mod launcher;
 pub mod notify;
 pub mod plan;

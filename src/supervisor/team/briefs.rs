@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
-use super::claims::Claims;
 use super::record::{AgentRecord, StepRecord};
+use super::step::Review;
 use crate::prompts::{Prompt, render};
 use crate::protocol::VerdictReport;
+use crate::supervisor::isolation::ChangeRecord;
 
 /// What a direct dependency delivered.
 pub struct Delivered<'a> {
@@ -49,15 +50,20 @@ pub fn worker_brief(
     ))
 }
 
+/// The most of an attempt's diff put in the reviewer's brief; the rest
+/// it reads from the file.
+const DIFF_IN_BRIEF: usize = 12_000;
+
+/// `diff`: the file holding the attempt's whole diff, when there is one.
 pub fn review_brief(
     prompts_dir: Option<&Path>,
     goal: &str,
     step: &StepRecord,
-    attempt: u32,
-    worker: &AgentRecord,
-    claims: &Claims,
+    review: &Review<'_>,
+    diff: Option<&Path>,
 ) -> std::io::Result<String> {
     let template = Prompt::Review.load(prompts_dir)?;
+    let (attempt, worker, claims) = (review.attempt, review.worker, review.claims);
     let success = claims.success_claimed.to_string();
     let summary = if worker.summary.trim().is_empty() {
         "(the worker gave no summary)".to_string()
@@ -74,8 +80,37 @@ pub fn review_brief(
             ("success", &success),
             ("summary", &summary),
             ("claims", &claims.describe()),
+            ("change", &describe_change(review.change, diff)),
         ],
     ))
+}
+
+/// The attempt's change for the reviewer: its stat and its diff (cut,
+/// the rest in its file), or why there is none.
+fn describe_change(change: Option<&ChangeRecord>, diff: Option<&Path>) -> String {
+    let Some(change) = change else {
+        return "(this run's workers share the workspace: there is no separate change to show; check the files themselves)".to_string();
+    };
+    if change.commit.is_none() {
+        return "The attempt changed nothing: its checkout is exactly the step's base.".to_string();
+    }
+    let base: String = change.base.chars().take(12).collect();
+    let mut text = format!(
+        "Against the step's base ({base}); you are reading the attempt's checkout, the whole tree as it would land.\n{}",
+        change.stat.trim_end()
+    );
+    let whole = diff.and_then(|d| crate::fsutil::read_record(d).ok());
+    if let (Some(whole), Some(path)) = (whole, diff) {
+        let cut = crate::text::excerpt(&whole, DIFF_IN_BRIEF);
+        text.push_str(&format!("\n\n{}", cut.trim_end()));
+        if cut.len() < whole.len() {
+            text.push_str(&format!(
+                "\n(the diff is cut here; all of it is in {})",
+                path.display()
+            ));
+        }
+    }
+    text
 }
 
 fn describe_dependency(dep: &Delivered<'_>) -> String {

@@ -16,6 +16,12 @@ pub struct Claims {
     pub missing: Vec<String>,
     /// Successful calls that changed the workspace or ran something.
     pub changing_calls: u32,
+    /// With `--isolation worktree`: the paths the attempt's diff changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<Vec<String>>,
+    /// Listed files that are there but that the attempt did not change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchanged: Vec<String>,
     /// Success claimed with nothing to show for it.
     pub suspicious: bool,
 }
@@ -28,9 +34,10 @@ pub struct Claimed<'a> {
     pub changing_calls: u32,
 }
 
-/// The claims against the disk. A listed file counts as there only inside
-/// the workspace, whatever the worker wrote as its path.
-pub fn check(workspace: &Path, claimed: Claimed<'_>) -> Claims {
+/// The claims against the disk, and against the attempt's diff when
+/// there is one (`changed`). A listed file counts as there only inside the
+/// workspace, whatever the worker wrote as its path.
+pub fn check(workspace: &Path, claimed: Claimed<'_>, changed: Option<&[String]>) -> Claims {
     let listed = claimed.files.to_vec();
     let missing: Vec<String> = listed
         .iter()
@@ -40,12 +47,28 @@ pub fn check(workspace: &Path, claimed: Claimed<'_>) -> Claims {
         })
         .cloned()
         .collect();
-    let suspicious = claimed.success && (claimed.changing_calls == 0 || !missing.is_empty());
+    let unchanged: Vec<String> = match changed {
+        Some(changed) => listed
+            .iter()
+            .filter(|file| !missing.contains(file))
+            .filter(|file| {
+                let file = crate::fsutil::normalize(Path::new(file.as_str()));
+                !changed.iter().any(|c| Path::new(c) == file)
+            })
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let nothing_changed = changed.is_some_and(<[String]>::is_empty);
+    let suspicious =
+        claimed.success && (claimed.changing_calls == 0 || !missing.is_empty() || nothing_changed);
     Claims {
         success_claimed: claimed.success,
         listed,
         missing,
         changing_calls: claimed.changing_calls,
+        changed: changed.map(<[String]>::to_vec),
+        unchanged,
         suspicious,
     }
 }
@@ -80,6 +103,23 @@ impl Claims {
             lines.push(format!(
                 "It made {} successful calls that change files or run commands.",
                 self.changing_calls
+            ));
+        }
+        match &self.changed {
+            Some(changed) if changed.is_empty() => {
+                lines.push("Its checkout differs in nothing from the step's base.".to_string());
+            }
+            Some(changed) => lines.push(format!(
+                "Its diff against the step's base changes {} file{}.",
+                changed.len(),
+                if changed.len() == 1 { "" } else { "s" }
+            )),
+            None => {}
+        }
+        if !self.unchanged.is_empty() {
+            lines.push(format!(
+                "Listed but not changed by this attempt: {}.",
+                self.unchanged.join(", ")
             ));
         }
         if self.suspicious {

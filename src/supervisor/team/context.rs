@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -17,6 +17,7 @@ use super::runner::AgentRunner;
 use crate::signal::StopSignal;
 use crate::supervisor::Progress;
 use crate::supervisor::events::{AgentEvent, EventSink};
+use crate::supervisor::isolation::{IsolationMode, Worktrees};
 
 /// The run's own rules.
 #[derive(Debug, Clone, Serialize)]
@@ -29,6 +30,8 @@ pub struct TeamSettings {
     pub max_tokens: Option<u64>,
     #[serde(serialize_with = "seconds")]
     pub deadline: Option<Duration>,
+    /// How workers share the workspace (`--isolation`).
+    pub isolation: IsolationMode,
     /// Show every agent's tool calls and model turns on stderr.
     pub verbose: bool,
 }
@@ -51,6 +54,9 @@ pub struct RunContext {
     pub budget: Budget,
     /// Stops every agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
+    /// The run's checkouts, once the plan showed they are wanted
+    /// (`--isolation`); unset, every worker shares the workspace.
+    pub isolation: OnceLock<Arc<Worktrees>>,
 }
 
 impl RunContext {

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::record::RunStatus;
 use crate::chat::Usage;
 use crate::protocol::AgentStatus;
+use crate::supervisor::isolation::IsolationMode;
 use crate::text::excerpt;
 
 /// A run-wide limit.
@@ -48,6 +49,18 @@ pub enum RunEvent {
         round: u32,
         reason: String,
     },
+    /// How the run's workers share the workspace: `worktree`, with the
+    /// integration branch and its repository, or `shared`, with why when
+    /// worktrees were wanted.
+    Isolation {
+        mode: IsolationMode,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repository: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
     /// A worker started on an attempt of a step.
     StepStarted {
         step: String,
@@ -71,6 +84,30 @@ pub enum RunEvent {
         missing: Vec<String>,
         changing_calls: u32,
         suspicious: bool,
+    },
+    /// `--isolation worktree` was asked for and cannot be had.
+    IsolationFailed {
+        reason: String,
+    },
+    /// What an attempt changed in its checkout.
+    ChangeRecorded {
+        step: String,
+        attempt: u32,
+        files: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
+    },
+    /// An accepted attempt's change is on the integration branch.
+    ChangeLanded {
+        step: String,
+        attempt: u32,
+        head: String,
+    },
+    /// An approved change conflicted with what landed meanwhile.
+    ChangeConflicted {
+        step: String,
+        attempt: u32,
+        paths: Vec<String>,
     },
     ReviewStarted {
         step: String,
@@ -207,8 +244,10 @@ impl RunEvent {
             RunEvent::PlanInvalid { .. }
             | RunEvent::PlannerFailed { .. }
             | RunEvent::ReviewFailed { .. }
+            | RunEvent::IsolationFailed { .. }
             | RunEvent::StepFailed { .. } => Some("31"),
             RunEvent::ReviewRejected { .. }
+            | RunEvent::ChangeConflicted { .. }
             | RunEvent::StepRetry { .. }
             | RunEvent::StepUnreviewed { .. }
             | RunEvent::StepSkipped { .. }
@@ -375,6 +414,44 @@ impl RunEvent {
                 format!("{step}  {verdict}: {}", excerpt(reason, 160))
             }
             RunEvent::StepSkipped { step, reason } => format!("{step}  skipped: {reason}"),
+            RunEvent::Isolation {
+                mode,
+                branch,
+                repository,
+                note,
+            } => match (branch, repository) {
+                (Some(branch), Some(repository)) => format!(
+                    "isolation: worktree (each step attempt in a checkout of its own; the result is branch {branch} in {repository})"
+                ),
+                _ => {
+                    let note = note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default();
+                    format!("isolation: {}{note}", mode.as_str())
+                }
+            },
+            RunEvent::IsolationFailed { reason } => format!("cannot isolate the workers: {reason}"),
+            RunEvent::ChangeRecorded {
+                step,
+                files,
+                commit,
+                ..
+            } => match commit {
+                Some(_) => format!(
+                    "{step}  changed {files} file{}",
+                    if *files == 1 { "" } else { "s" }
+                ),
+                None => format!("{step}  changed nothing in its checkout"),
+            },
+            RunEvent::ChangeLanded { step, head, .. } => {
+                let short: String = head.chars().take(10).collect();
+                format!("{step}  landed ({short})")
+            }
+            RunEvent::ChangeConflicted { step, paths, .. } => format!(
+                "{step}  conflicts with what landed meanwhile in {}; the next attempt starts from the new state",
+                paths.join(", ")
+            ),
             RunEvent::StepInterrupted { step, reason, .. } => {
                 format!("{step}  interrupted: {reason}")
             }

@@ -52,6 +52,7 @@ use crate::protocol::display_in;
 use crate::signal::StopSignal;
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
+use crate::supervisor::isolation::{IsolationError, IsolationMode, Worktrees};
 
 /// The model of each role of a run.
 pub struct TeamModels {
@@ -95,6 +96,8 @@ pub enum TeamError {
     Resume(#[from] ResumeError),
     #[error("cannot keep the run's records: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot resume the run's checkouts: {0}")]
+    Isolation(#[from] IsolationError),
 }
 
 /// The exit code of a run whose plan was invalid (SPEC section 4).
@@ -124,6 +127,14 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
             record.settings = serde_json::to_value(&config.team).unwrap_or_default();
             (run_dir, record, Opening::Resume { again })
         }
+    };
+    let resumed_isolation = match &record.isolation {
+        Some(isolation) => Some(
+            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir)
+                .await
+                .map(Arc::new)?,
+        ),
+        None => None,
     };
     let budget = Budget::new(config.team.max_agents, config.team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
@@ -160,7 +171,11 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         runner: Box::new(runner),
         budget,
         stop,
+        isolation: std::sync::OnceLock::new(),
     };
+    if let Some(trees) = resumed_isolation {
+        let _ = ctx.isolation.set(trees);
+    }
     let log = recorder.log();
     let retries = RetryObserver(Arc::new(move |retry: &crate::llm::Retrying| {
         log.event(&RunEvent::retry("planner", retry));
@@ -204,6 +219,18 @@ async fn conduct(
                 },
             };
             start(owner, &plan).await?;
+            if let Err(reason) = isolate(owner, &plan).await {
+                owner.emit(
+                    RunEvent::IsolationFailed {
+                        reason: reason.clone(),
+                    },
+                    |run| {
+                        run.reason = Some(reason);
+                    },
+                );
+                owner.close(RunStatus::Failed, EXIT_FAILED);
+                return Ok(EXIT_FAILED);
+            }
         }
         Opening::Resume { again } => {
             let event = RunEvent::RunResumed {
@@ -258,6 +285,7 @@ fn fresh_record(
         steps: Vec::new(),
         totals: Totals::default(),
         settings: serde_json::to_value(team).unwrap_or_default(),
+        isolation: None,
     }
 }
 
@@ -280,6 +308,48 @@ async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
     });
     crate::console::err(&render_tree(plan, |_| None));
     Ok(())
+}
+
+/// Chooses how the run's workers share the workspace, from `--isolation`
+/// and the most steps the plan runs at once, and makes the run's
+/// checkouts' repository and branch when they are wanted. `Err` when
+/// `--isolation worktree` was asked for and cannot be had; `auto` falls
+/// back to sharing, and says why.
+async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
+    let ctx = owner.context();
+    let widest = levels(plan).iter().map(Vec::len).max().unwrap_or(0);
+    let asked = ctx.team.isolation;
+    let shared = |note: Option<String>| RunEvent::Isolation {
+        mode: IsolationMode::Shared,
+        branch: None,
+        repository: None,
+        note,
+    };
+    if asked.resolve(widest.min(ctx.team.max_parallel)) == IsolationMode::Shared {
+        let note = (asked == IsolationMode::Auto).then(|| "one step runs at a time".to_string());
+        owner.emit(shared(note), |_| {});
+        return Ok(());
+    }
+    let run_id = owner.record().run_id.clone();
+    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id).await {
+        Ok(trees) => {
+            let record = trees.record().clone();
+            let event = RunEvent::Isolation {
+                mode: IsolationMode::Worktree,
+                branch: Some(record.branch.clone()),
+                repository: Some(ctx.show(&record.git_dir)),
+                note: None,
+            };
+            let _ = ctx.isolation.set(Arc::new(trees));
+            owner.emit(event, |run| run.isolation = Some(record));
+            Ok(())
+        }
+        Err(e) if asked == IsolationMode::Auto => {
+            owner.emit(shared(Some(format!("no checkouts: {e}"))), |_| {});
+            Ok(())
+        }
+        Err(e) => Err(format!("--isolation worktree: {e}")),
+    }
 }
 
 /// The Planner gave no valid first plan: a model that could not be asked

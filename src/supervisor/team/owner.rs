@@ -322,6 +322,49 @@ impl<'c> Owner<'c> {
                     }
                 });
             }
+            StepEvent::Changed { attempt, change } => {
+                let event = RunEvent::ChangeRecorded {
+                    step,
+                    attempt,
+                    files: change.files.len(),
+                    commit: change.commit.clone(),
+                };
+                self.emit(event, |run| {
+                    if let Some(step) = run.step_mut(id) {
+                        step.attempt_mut(attempt).change = Some(change);
+                    }
+                });
+            }
+            StepEvent::Landed { attempt, head } => {
+                let event = RunEvent::ChangeLanded {
+                    step,
+                    attempt,
+                    head: head.clone(),
+                };
+                self.emit(event, |run| {
+                    if let Some(change) = run
+                        .step_mut(id)
+                        .and_then(|s| s.attempt_mut(attempt).change.as_mut())
+                    {
+                        change.merge = Some(head);
+                    }
+                });
+            }
+            StepEvent::Conflicted { attempt, paths } => {
+                let event = RunEvent::ChangeConflicted {
+                    step,
+                    attempt,
+                    paths: paths.clone(),
+                };
+                self.emit(event, |run| {
+                    if let Some(change) = run
+                        .step_mut(id)
+                        .and_then(|s| s.attempt_mut(attempt).change.as_mut())
+                    {
+                        change.conflicts = paths;
+                    }
+                });
+            }
             StepEvent::Retrying { attempt } => {
                 let event = RunEvent::StepRetry { step, attempt };
                 self.emit(event, |run| {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::claims::Claims;
 use crate::chat::Usage;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
+use crate::supervisor::isolation::{ChangeRecord, IsolationRecord};
 use crate::supervisor::plan::Step;
 use crate::supervisor::result::AgentTimings;
 use crate::timefmt::{rfc3339, rfc3339_opt};
@@ -119,6 +120,10 @@ pub struct RunRecord {
     pub steps: Vec<StepRecord>,
     pub totals: Totals,
     pub settings: serde_json::Value,
+    /// With `--isolation worktree`: the repository, the integration branch
+    /// and the snapshot it started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -171,6 +176,7 @@ impl StepRecord {
                     attempt,
                     worker: None,
                     claims: None,
+                    change: None,
                     reviews: Vec::new(),
                 });
                 let last = self.attempts.len() - 1;
@@ -212,6 +218,10 @@ pub struct AttemptRecord {
     pub worker: Option<AgentRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims: Option<Claims>,
+    /// With `--isolation worktree`: what the attempt changed, and whether
+    /// it landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<ChangeRecord>,
     pub reviews: Vec<AgentRecord>,
 }
 

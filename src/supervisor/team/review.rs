@@ -5,47 +5,46 @@
 //! (`review-N-2`); the run's stop or its spent budget ends it without one.
 
 use super::briefs::review_brief;
-use super::claims::Claims;
 use super::record::AgentRecord;
-use super::step::{ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
+use super::step::{Review, ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
 use crate::protocol::{AgentRole, AgentStatus};
 
 impl Step<'_> {
-    /// The review of `attempt`, whose worker reported `worker`.
-    pub(super) async fn review(
-        &self,
-        attempt: u32,
-        worker: &AgentRecord,
-        claims: &Claims,
-    ) -> ReviewEnd {
+    /// The review of an attempt.
+    pub(super) async fn review(&self, review: Review<'_>) -> ReviewEnd {
         let ctx = self.ctx();
+        let attempt = review.attempt;
+        let diff = review
+            .change
+            .and_then(|c| c.diff.as_deref())
+            .map(|d| ctx.workspace.join(d));
         let brief = review_brief(
             ctx.prompts_dir.as_deref(),
             &ctx.goal,
             self.record(),
-            attempt,
-            worker,
-            claims,
+            &review,
+            diff.as_deref(),
         );
         let brief = match brief {
             Ok(brief) => brief,
             Err(e) => return ReviewEnd::Failed(format!("cannot write the reviewer's brief: {e}")),
         };
         let mut last_failure = String::new();
-        for review in 1..=2u32 {
-            let name = if review == 1 {
+        for try_number in 1..=2u32 {
+            let name = if try_number == 1 {
                 format!("review-{attempt}")
             } else {
-                format!("review-{attempt}-{review}")
+                format!("review-{attempt}-{try_number}")
             };
             let dir = self.dir(&name);
             let ran = self
                 .agent(
                     attempt,
                     AgentRole::Reviewer,
-                    review,
+                    try_number,
                     dir.clone(),
                     brief.clone(),
+                    review.checkout.clone(),
                 )
                 .await;
             let (record, outcome) = match ran {
@@ -64,7 +63,7 @@ impl Step<'_> {
             };
             self.send(StepEvent::ReviewFinished {
                 attempt,
-                review,
+                review: try_number,
                 record,
                 outcome: outcome.clone(),
             });

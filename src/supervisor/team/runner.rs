@@ -28,6 +28,18 @@ pub struct AgentRequest {
     pub summary: String,
     /// The agent's task: the worker's or the reviewer's brief.
     pub brief: String,
+    /// With `--isolation worktree`: the attempt's checkout, which is the
+    /// agent's workspace.
+    pub checkout: Option<CheckoutView>,
+}
+
+/// An agent's view of its step attempt's checkout.
+#[derive(Debug, Clone)]
+pub struct CheckoutView {
+    pub dir: PathBuf,
+    /// What it reads beyond the checkout: the git directories, so that git
+    /// works in it, and for a reviewer the attempt's whole diff.
+    pub read: Vec<PathBuf>,
 }
 
 pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<AgentRecord, SpawnError>> + 'a>>;
@@ -61,9 +73,13 @@ impl AgentRunner for ProcessRunner {
                 AgentRole::Worker => self.workers.model.clone(),
                 AgentRole::Reviewer => self.reviewers.model.clone(),
             };
+            let dir = crate::protocol::display_in(&self.workspace, &request.dir);
             let config = self.spawn_config(request);
             let run = spawn_agent(config, model, &self.lines).await?;
-            Ok(agent_record(&run))
+            Ok(AgentRecord {
+                dir,
+                ..agent_record(&run)
+            })
         })
     }
 }
@@ -75,12 +91,16 @@ impl ProcessRunner {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let workspace = match &request.checkout {
+            Some(checkout) => checkout.dir.clone(),
+            None => self.workspace.clone(),
+        };
         let mut task = TaskFile::new(
             AgentId::new(format!("{}/{name}", request.step)),
             request.role,
             request.summary,
             request.brief,
-            self.workspace.clone(),
+            workspace,
             request.dir,
         );
         task.step = Some(request.step);
@@ -92,6 +112,10 @@ impl ProcessRunner {
         };
         task.limits.context_window = role.context_window;
         task.limits.max_output_tokens = role.max_output_tokens;
+        if let Some(checkout) = request.checkout {
+            task.results = Some(self.workspace.join(crate::protocol::RESULTS_DIR));
+            task.sandbox.allow_read.extend(checkout.read);
+        }
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
     }
 }

@@ -17,9 +17,10 @@ use super::briefs::{Delivered, worker_brief};
 use super::claims::{self, Claimed, Claims};
 use super::context::RunContext;
 use super::record::{AgentRecord, StepRecord};
-use super::runner::AgentRequest;
+use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 use crate::supervisor::SpawnError;
+use crate::supervisor::isolation::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
 use crate::text::excerpt;
 
 /// What a step starts from, handed over by the run's owner.
@@ -54,6 +55,22 @@ pub enum StepEvent {
         attempt: u32,
         claims: Claims,
     },
+    /// With isolation: what the attempt changed in its checkout.
+    Changed {
+        attempt: u32,
+        change: ChangeRecord,
+    },
+    /// The approved change is on the integration branch, whose head is now
+    /// `head`.
+    Landed {
+        attempt: u32,
+        head: String,
+    },
+    /// The approved change conflicts with what landed meanwhile.
+    Conflicted {
+        attempt: u32,
+        paths: Vec<String>,
+    },
     ReviewFinished {
         attempt: u32,
         review: u32,
@@ -75,6 +92,23 @@ pub enum ReviewOutcome {
     Failed(String),
     /// The run stopped the reviewer (its deadline, Ctrl-C).
     Stopped(String),
+}
+
+/// How an attempt ended: the step's end, or a rejection (a reviewer's,
+/// or a conflict's) for the next attempt to answer.
+enum Tried {
+    Done(StepEnd),
+    Again(VerdictReport),
+}
+
+/// What the reviewer of an attempt is given.
+pub(super) struct Review<'a> {
+    pub attempt: u32,
+    pub worker: &'a AgentRecord,
+    pub claims: &'a Claims,
+    /// With isolation: the attempt's change, and its checkout to read.
+    pub change: Option<&'a ChangeRecord>,
+    pub checkout: Option<CheckoutView>,
 }
 
 /// How the review of an attempt ended.
@@ -117,6 +151,13 @@ pub enum StepFailure {
     /// The run stopped the review.
     #[error("{0}")]
     ReviewStopped(String),
+    /// The attempt's checkout could not be made, read or merged.
+    #[error("its checkout (attempt {attempt}): {error}")]
+    Isolation {
+        attempt: u32,
+        #[source]
+        error: IsolationError,
+    },
 }
 
 /// Why an agent did not start.
@@ -157,40 +198,10 @@ impl Step<'_> {
         let mut feedback = self.start.feedback.clone();
         let mut attempt = first;
         loop {
-            let worker = match self.worker(attempt, feedback.as_ref()).await {
-                Ok(worker) => worker,
-                Err(e) => return StepEnd::Failed(e.into()),
-            };
-            if worker.status != AgentStatus::Completed {
-                let why = worker.error.as_deref().unwrap_or(&worker.summary);
-                return StepEnd::Failed(StepFailure::WorkerEnded {
-                    attempt,
-                    status: worker.status,
-                    why: excerpt(why, 300),
-                });
-            }
-            let claimed = Claimed {
-                success: worker.success_claimed,
-                files: &worker.deliverables_files,
-                changing_calls: worker.changing_calls,
-            };
-            let claims = claims::check(&self.ctx.workspace, claimed);
-            self.send(StepEvent::ClaimsChecked {
-                attempt,
-                claims: claims.clone(),
-            });
-            let verdict = match self.review(attempt, &worker, &claims).await {
-                ReviewEnd::Approved => return StepEnd::Completed,
-                ReviewEnd::Rejected(verdict) => verdict,
-                ReviewEnd::Failed(reason) => {
-                    return StepEnd::Unreviewed {
-                        accepted: self.ctx.team.accept_unreviewed,
-                        reason,
-                    };
-                }
-                ReviewEnd::Stopped(reason) => {
-                    return StepEnd::Failed(StepFailure::ReviewStopped(reason));
-                }
+            let verdict = match self.attempt(attempt, feedback.as_ref()).await {
+                Ok(Tried::Done(end)) => return end,
+                Ok(Tried::Again(verdict)) => verdict,
+                Err(error) => return StepEnd::Failed(StepFailure::Isolation { attempt, error }),
             };
             let issue = verdict.issues.first().unwrap_or(&verdict.summary).clone();
             if !verdict.retry {
@@ -209,11 +220,146 @@ impl Step<'_> {
         }
     }
 
+    /// One attempt: its worker, the claims check, its review and, with
+    /// isolation, its checkout, change and landing.
+    async fn attempt(
+        &self,
+        attempt: u32,
+        feedback: Option<&VerdictReport>,
+    ) -> Result<Tried, IsolationError> {
+        let trees = self.ctx.isolation.get();
+        let checkout = match trees {
+            Some(trees) => Some(trees.checkout(&self.start.step.id, attempt).await?),
+            None => None,
+        };
+        let view = |read: Vec<PathBuf>| {
+            checkout.as_ref().map(|c| CheckoutView {
+                dir: c.dir.clone(),
+                read,
+            })
+        };
+        let readable = trees.map(|t| t.readable().to_vec()).unwrap_or_default();
+        let worker = match self.worker(attempt, feedback, view(readable.clone())).await {
+            Ok(worker) => worker,
+            Err(e) => return Ok(Tried::Done(StepEnd::Failed(e.into()))),
+        };
+        if worker.status != AgentStatus::Completed {
+            // The checkout stays for a look, until `troupe clean`.
+            let why = worker.error.as_deref().unwrap_or(&worker.summary);
+            return Ok(Tried::Done(StepEnd::Failed(StepFailure::WorkerEnded {
+                attempt,
+                status: worker.status,
+                why: excerpt(why, 300),
+            })));
+        }
+        let change = match (trees, &checkout) {
+            (Some(trees), Some(checkout)) => {
+                let change = trees.change(checkout, &self.start.step.id, attempt).await?;
+                self.send(StepEvent::Changed {
+                    attempt,
+                    change: change.clone(),
+                });
+                Some(change)
+            }
+            _ => None,
+        };
+        let claimed = Claimed {
+            success: worker.success_claimed,
+            files: &worker.deliverables_files,
+            changing_calls: worker.changing_calls,
+        };
+        let workspace = checkout.as_ref().map_or(&self.ctx.workspace, |c| &c.dir);
+        let changed = change.as_ref().map(|c| c.files.as_slice());
+        let claims = claims::check(workspace, claimed, changed);
+        self.send(StepEvent::ClaimsChecked {
+            attempt,
+            claims: claims.clone(),
+        });
+        let mut reviewer_reads = readable;
+        if let (Some(trees), Some(_)) = (trees, &change) {
+            reviewer_reads.push(trees.diff_path(&self.start.step.id, attempt));
+        }
+        let review = Review {
+            attempt,
+            worker: &worker,
+            claims: &claims,
+            change: change.as_ref(),
+            checkout: view(reviewer_reads),
+        };
+        let ended = self.review(review).await;
+        let landed = |end: StepEnd| async {
+            match (trees, &checkout, &change) {
+                (Some(trees), Some(checkout), Some(change)) => {
+                    self.land(trees, checkout, change, attempt, end).await
+                }
+                _ => Ok(Tried::Done(end)),
+            }
+        };
+        match ended {
+            ReviewEnd::Approved => landed(StepEnd::Completed).await,
+            ReviewEnd::Rejected(verdict) => {
+                // The retry starts clean, from the integration head.
+                if let (Some(trees), Some(checkout)) = (trees, &checkout) {
+                    trees.discard(checkout).await;
+                }
+                Ok(Tried::Again(verdict))
+            }
+            ReviewEnd::Failed(reason) => {
+                let accepted = self.ctx.team.accept_unreviewed;
+                let end = StepEnd::Unreviewed { accepted, reason };
+                match accepted {
+                    true => landed(end).await,
+                    false => Ok(Tried::Done(end)),
+                }
+            }
+            ReviewEnd::Stopped(reason) => Ok(Tried::Done(StepEnd::Failed(
+                StepFailure::ReviewStopped(reason),
+            ))),
+        }
+    }
+
+    /// Merges an accepted attempt's change; a conflict is a rejection the
+    /// next attempt answers, from the new integration head.
+    async fn land(
+        &self,
+        trees: &Worktrees,
+        checkout: &Checkout,
+        change: &ChangeRecord,
+        attempt: u32,
+        end: StepEnd,
+    ) -> Result<Tried, IsolationError> {
+        let landing = trees.land(change, &self.start.step.id, attempt).await?;
+        trees.discard(checkout).await;
+        match landing {
+            Landing::Landed(head) => {
+                self.send(StepEvent::Landed { attempt, head });
+                Ok(Tried::Done(end))
+            }
+            Landing::Conflicted(conflict) => {
+                self.send(StepEvent::Conflicted {
+                    attempt,
+                    paths: conflict.paths.clone(),
+                });
+                Ok(Tried::Again(VerdictReport {
+                    approved: false,
+                    summary: format!(
+                        "The approved change of attempt {attempt} conflicts with work that landed meanwhile, in {}.",
+                        conflict.paths.join(", ")
+                    ),
+                    issues: conflict.issues(),
+                    suggestions: Vec::new(),
+                    retry: true,
+                }))
+            }
+        }
+    }
+
     /// The worker of `attempt`, run to its end.
     async fn worker(
         &self,
         attempt: u32,
         feedback: Option<&VerdictReport>,
+        checkout: Option<CheckoutView>,
     ) -> Result<AgentRecord, StartError> {
         let dependencies: Vec<Delivered<'_>> = self
             .start
@@ -234,7 +380,7 @@ impl Step<'_> {
         .map_err(StartError::Brief)?;
         let dir = self.dir(&format!("worker-{attempt}"));
         let worker = self
-            .agent(attempt, AgentRole::Worker, 0, dir.clone(), brief)
+            .agent(attempt, AgentRole::Worker, 0, dir.clone(), brief, checkout)
             .await;
         // A worker that started has an end to record, even one troupe
         // could not run to it.
@@ -258,6 +404,7 @@ impl Step<'_> {
         review: u32,
         dir: PathBuf,
         brief: String,
+        checkout: Option<CheckoutView>,
     ) -> Result<AgentRecord, StartError> {
         if let Some(reason) = self.ctx.stop.reason() {
             return Err(StartError::Stopped(reason));
@@ -276,6 +423,7 @@ impl Step<'_> {
             dir,
             summary: excerpt(&self.start.step.description, 80),
             brief,
+            checkout,
         };
         Ok(self.ctx.runner.run(request).await?)
     }

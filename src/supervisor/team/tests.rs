@@ -15,6 +15,7 @@ use super::*;
 use crate::llm::scripted::ScriptedModel;
 use crate::protocol::{AgentRole, AgentStats, AgentStatus, VerdictReport};
 use crate::supervisor::SpawnError;
+use crate::supervisor::isolation::IsolationMode;
 use crate::supervisor::plan::{Plan, Step};
 
 /// How one scripted agent ends, and after how long.
@@ -191,6 +192,7 @@ fn settings() -> TeamSettings {
         max_tokens: None,
         deadline: None,
         verbose: false,
+        isolation: IsolationMode::Shared,
     }
 }
 
@@ -261,6 +263,7 @@ async fn run(
         runner: Box::new(runner),
         budget,
         stop,
+        isolation: std::sync::OnceLock::new(),
     };
     let record = Arc::new(record);
     let recorder = Recorder::create(&run_dir, &record, false).unwrap();

@@ -190,6 +190,7 @@ fn json_mode_streams_the_events_on_stdout() {
         [
             "run_started",
             "plan_ready",
+            "isolation",
             "step_started",
             "worker_finished",
             "claims_checked",

@@ -1,0 +1,188 @@
+//! `troupe apply` and `troupe clean`: what is left to do with a run that
+//! kept its workers in checkouts (`--isolation worktree`), and the lines
+//! `troupe run` ends such a run with.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::UsageError;
+use super::agents::Place;
+use crate::inspect::{Target, load_run, resolve};
+use crate::supervisor::isolation::IsolationRecord;
+use crate::supervisor::isolation::apply::{ApplyError, apply};
+use crate::supervisor::team::{RunRecord, RunStatus};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  troupe apply last\n  troupe apply run_20261201T101500Z_3f2a --workspace ./repo"
+)]
+pub struct ApplyArgs {
+    /// The run (its id, `last`, or its directory).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  troupe clean last")]
+pub struct CleanArgs {
+    /// The run (its id, `last`, or its directory).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+
+    #[command(flatten)]
+    pub place: Place,
+}
+
+/// A run and its isolation, found by name.
+fn isolated_run(
+    place: &Place,
+    name: &str,
+) -> Result<(PathBuf, RunRecord, IsolationRecord), UsageError> {
+    let results = place.results();
+    let dir = match resolve(&results, name).map_err(UsageError::Said)? {
+        Target::Run(dir) => dir,
+        _ => return Err(UsageError::Said(format!("{name} is not a run"))),
+    };
+    let record = load_run(&dir).map_err(UsageError::Said)?;
+    let Some(isolation) = record.isolation.clone() else {
+        return Err(UsageError::Said(format!(
+            "run {} shared its workspace (no --isolation worktree): its changes are already there",
+            record.run_id
+        )));
+    };
+    Ok((dir, record, isolation))
+}
+
+pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
+    let workspace = PathBuf::from(&record.workspace);
+    match apply_into(&isolation, &workspace, &dir).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ ApplyError::ChangedMeanwhile { .. }) => {
+            crate::tell!("troupe: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
+    let (dir, _, isolation) = isolated_run(&args.place, &args.run)?;
+    let removed = crate::supervisor::isolation::clean(&isolation, &dir).await?;
+    crate::say!(
+        "removed {} checkout{} of run {}; branch {} stays",
+        removed.len(),
+        if removed.len() == 1 { "" } else { "s" },
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        isolation.branch
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Applies the run's branch to `workspace` and says what it wrote.
+async fn apply_into(
+    isolation: &IsolationRecord,
+    workspace: &Path,
+    run_dir: &Path,
+) -> Result<(), ApplyError> {
+    let applied = apply(isolation, workspace, run_dir).await?;
+    if applied.is_empty() {
+        crate::tell!(
+            "troupe: nothing to apply: {} already has every change of branch {}",
+            workspace.display(),
+            isolation.branch
+        );
+        return Ok(());
+    }
+    crate::tell!(
+        "troupe: applied branch {} to {}: {} written, {} removed",
+        isolation.branch,
+        workspace.display(),
+        applied.written.len(),
+        applied.removed.len()
+    );
+    for path in &applied.written {
+        crate::tell!("  M {path}");
+    }
+    for path in &applied.removed {
+        crate::tell!("  D {path}");
+    }
+    Ok(())
+}
+
+/// The last lines of an isolated run: its result applied (`--apply`, when
+/// it completed), or where the result is and the command that applies
+/// it; and the checkouts kept. The exit code stays the run's, but a
+/// refused apply makes a completed run's 1.
+pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
+    let Ok(record) = load_run(run_dir) else {
+        return exit_code;
+    };
+    let Some(isolation) = record.isolation.clone() else {
+        return exit_code;
+    };
+    let workspace = PathBuf::from(&record.workspace);
+    let mut code = exit_code;
+    let command = format!(
+        "troupe apply {} --workspace {}",
+        record.run_id,
+        workspace.display()
+    );
+    match (apply_asked, record.status == RunStatus::Completed) {
+        (true, true) => {
+            if let Err(e) = apply_into(&isolation, &workspace, run_dir).await {
+                crate::tell!("troupe: {e}");
+                code = code.max(1);
+            }
+        }
+        (true, false) => crate::tell!(
+            "troupe: not applied, the run did not complete; what landed is branch {}: {command}",
+            isolation.branch
+        ),
+        (false, _) => crate::tell!(
+            "troupe: the result is branch {} in {}; bring it into the workspace with: {command}",
+            isolation.branch,
+            isolation.git_dir.display()
+        ),
+    }
+    let kept = kept_checkouts(run_dir);
+    if !kept.is_empty() {
+        crate::tell!(
+            "troupe: {} checkout{} of failed steps kept ({}); remove with: troupe clean {} --workspace {}",
+            kept.len(),
+            if kept.len() == 1 { "" } else { "s" },
+            kept.join(", "),
+            record.run_id,
+            workspace.display()
+        );
+    }
+    code
+}
+
+/// `STEP/checkout-N` of every checkout still in the run directory.
+fn kept_checkouts(run_dir: &Path) -> Vec<String> {
+    let mut kept: Vec<String> = walkdir::WalkDir::new(run_dir)
+        .min_depth(2)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_type().is_dir() && e.file_name().to_string_lossy().starts_with("checkout-")
+        })
+        .filter_map(|e| {
+            e.path()
+                .strip_prefix(run_dir)
+                .ok()
+                .map(|p| p.display().to_string())
+        })
+        .collect();
+    kept.sort();
+    kept
+}

@@ -1,0 +1,211 @@
+//! Bringing a run's integration branch into the user's working tree
+//! (`troupe apply`, `run --apply`): a three-way apply that writes only the
+//! paths the run changed, and refuses when the user changed any of them
+//! since the snapshot. Temporary indexes only: the user's index and
+//! branch stay as they were, and the changes show as edits in the work
+//! tree.
+
+use std::path::{Path, PathBuf};
+
+use super::IsolationRecord;
+use super::git::{Git, GitError, Place};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(
+        "not applied: {} changed in {workspace} since the run began, and the run changed {} too: {}; commit or move your changes, or merge branch {branch} yourself",
+        if .paths.len() == 1 { "this path" } else { "these paths" },
+        if .paths.len() == 1 { "it" } else { "them" },
+        .paths.join(", "),
+        workspace = .workspace.display()
+    )]
+    ChangedMeanwhile {
+        paths: Vec<String>,
+        workspace: PathBuf,
+        branch: String,
+    },
+    #[error("cannot remove {path}: {source}", path = .path.display())]
+    Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What an apply wrote.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Paths written with the run's version.
+    pub written: Vec<String>,
+    /// Paths the run deleted, deleted here too.
+    pub removed: Vec<String>,
+}
+
+impl Applied {
+    pub fn is_empty(&self) -> bool {
+        self.written.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// Applies the change from the snapshot to the integration head onto
+/// `workspace`; `scratch` holds the temporary indexes.
+pub async fn apply(
+    record: &IsolationRecord,
+    workspace: &Path,
+    scratch: &Path,
+) -> Result<Applied, ApplyError> {
+    let git = Git {
+        git_dir: record.git_dir.clone(),
+    };
+    let here = Place::default();
+    let reference = format!("refs/heads/{}", record.branch);
+    let head = git
+        .run(&here, ["rev-parse", "--verify", &reference])
+        .await?;
+    let head = head.trim();
+    let status = git
+        .run(
+            &here,
+            [
+                "diff",
+                "--no-renames",
+                "--name-status",
+                "-z",
+                &record.snapshot,
+                head,
+            ],
+        )
+        .await?;
+    let changes = parse_name_status(&status);
+    if changes.is_empty() {
+        return Ok(Applied::default());
+    }
+    let paths: Vec<&str> = changes.iter().map(|(_, p)| p.as_str()).collect();
+    let from_snapshot = differing(&git, &record.snapshot, workspace, scratch, &paths).await?;
+    let from_head = differing(&git, head, workspace, scratch, &paths).await?;
+    // A path that is neither as the run found it nor as the run left it
+    // was changed by someone else; one already as the run left it needs
+    // nothing (an apply done before).
+    let meanwhile: Vec<String> = from_snapshot
+        .iter()
+        .filter(|p| from_head.contains(p))
+        .cloned()
+        .collect();
+    if !meanwhile.is_empty() {
+        return Err(ApplyError::ChangedMeanwhile {
+            paths: meanwhile,
+            workspace: workspace.to_path_buf(),
+            branch: record.branch.clone(),
+        });
+    }
+    let mut applied = Applied::default();
+    for (kind, path) in changes {
+        match (kind, from_head.contains(&path)) {
+            (_, false) => {}
+            ('D', true) => applied.removed.push(path),
+            (_, true) => applied.written.push(path),
+        }
+    }
+    if !applied.written.is_empty() {
+        let index = scratch.join("apply-head.index");
+        let place = Place {
+            work_tree: Some(workspace),
+            index: Some(&index),
+        };
+        let result = async {
+            git.run(&place, ["read-tree", head]).await?;
+            let mut args = vec!["checkout-index", "-f", "-q", "--"];
+            args.extend(applied.written.iter().map(String::as_str));
+            git.run(&place, args).await
+        }
+        .await;
+        let _ = std::fs::remove_file(&index);
+        result?;
+    }
+    for path in &applied.removed {
+        let full = workspace.join(path);
+        match std::fs::remove_file(&full) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(ApplyError::Remove { path: full, source }),
+        }
+    }
+    Ok(applied)
+}
+
+/// Those of `paths` whose state in `workspace` is not the one in the
+/// commit `tree`: a file changed or deleted since, or one the commit does
+/// not have that is there now.
+async fn differing(
+    git: &Git,
+    tree: &str,
+    workspace: &Path,
+    scratch: &Path,
+    paths: &[&str],
+) -> Result<Vec<String>, GitError> {
+    let index = scratch.join("apply-check.index");
+    let place = Place {
+        work_tree: Some(workspace),
+        index: Some(&index),
+    };
+    let result = async {
+        git.run(&place, ["read-tree", tree]).await?;
+        // Stat data for the files that match, so that only real changes
+        // are reported; exit 1 only says some do not.
+        git.output(&place, &["update-index", "-q", "--refresh"])
+            .await?;
+        let mut args = vec!["diff-files", "--name-only", "-z", "--"];
+        args.extend(paths);
+        let differ = git.run(&place, args).await?;
+        let mut args = vec!["ls-files", "-z", "--"];
+        args.extend(paths);
+        let known = git.run(&place, args).await?;
+        Ok::<_, GitError>((differ, known))
+    }
+    .await;
+    let _ = std::fs::remove_file(&index);
+    let (differ, known) = result?;
+    let known: Vec<&str> = known.split('\0').filter(|p| !p.is_empty()).collect();
+    let mut changed: Vec<String> = differ
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    for path in paths {
+        let new_here = !known.contains(path) && workspace.join(path).symlink_metadata().is_ok();
+        if new_here && !changed.iter().any(|c| c == path) {
+            changed.push((*path).to_string());
+        }
+    }
+    changed.sort();
+    Ok(changed)
+}
+
+/// `diff --name-status -z`: a status letter and a path, each ended by NUL.
+fn parse_name_status(text: &str) -> Vec<(char, String)> {
+    let mut fields = text.split('\0').filter(|f| !f.is_empty());
+    let mut out = Vec::new();
+    while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+        out.push((status.chars().next().unwrap_or('M'), path.to_string()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_name_status;
+
+    #[test]
+    fn name_status_pairs_a_letter_with_each_path() {
+        let parsed = parse_name_status("M\0a.txt\0D\0old/b.txt\0A\0c d.txt\0");
+        assert_eq!(
+            parsed,
+            vec![
+                ('M', "a.txt".to_string()),
+                ('D', "old/b.txt".to_string()),
+                ('A', "c d.txt".to_string())
+            ]
+        );
+    }
+}

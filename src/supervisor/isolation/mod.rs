@@ -1,0 +1,519 @@
+//! `--isolation worktree`: every step attempt's worker gets a checkout of
+//! its own, the reviewer reads the attempt's change as a diff, and an
+//! approved change is merged into the run's integration branch.
+//!
+//! At the start the workspace is recorded as it is, uncommitted and
+//! untracked (not ignored) files included, as a snapshot commit made with
+//! a temporary index, so the user's branch, index and files are never
+//! touched; `troupe/<run_id>` starts there. A workspace that is not the
+//! top of a git repository gets a private bare repository in the run
+//! directory instead. An attempt's checkout (`git worktree add --detach`)
+//! is of the branch as it stands when the attempt starts, so it holds what
+//! the step's dependencies delivered and nothing of steps still running.
+//! Landing is serialized: a fast-forward when nothing landed since the
+//! attempt's base, else a three-way merge written without a checkout
+//! (`git merge-tree --write-tree`); a conflict sends the attempt back.
+//!
+//! Everything troupe runs git on is named by troupe: the repository and
+//! each checkout's git directory are recorded when made, never read back
+//! from a checkout, whose `.git` file the worker could rewrite.
+
+pub mod apply;
+mod conflict;
+pub mod git;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use self::conflict::Conflict;
+use self::git::{Git, GitError, Place};
+use crate::fsutil::{Durability, nofollow};
+use crate::protocol::RESULTS_DIR;
+
+/// How a run's workers share the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// Every worker writes the workspace itself.
+    Shared,
+    /// Every attempt in a checkout of its own, merged on approval.
+    Worktree,
+    /// `worktree` when more than one step can run at once, else `shared`.
+    #[default]
+    Auto,
+}
+
+impl IsolationMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationMode::Shared => "shared",
+            IsolationMode::Worktree => "worktree",
+            IsolationMode::Auto => "auto",
+        }
+    }
+
+    /// The mode a run uses, given the most steps its plan can run at once
+    /// (within `--max-parallel`).
+    pub fn resolve(self, at_once: usize) -> IsolationMode {
+        match self {
+            IsolationMode::Auto if at_once > 1 => IsolationMode::Worktree,
+            IsolationMode::Auto => IsolationMode::Shared,
+            mode => mode,
+        }
+    }
+}
+
+/// What `run.json` keeps of a run's isolation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsolationRecord {
+    /// The repository: the workspace's own git directory, or troupe's
+    /// private one in the run directory.
+    pub git_dir: PathBuf,
+    /// Whether the repository is troupe's own (the workspace is not the top
+    /// of a git repository).
+    pub private: bool,
+    /// The integration branch, `troupe/<run_id>`.
+    pub branch: String,
+    /// The workspace as the run found it.
+    pub snapshot: String,
+}
+
+impl IsolationRecord {
+    fn reference(&self) -> String {
+        format!("refs/heads/{}", self.branch)
+    }
+}
+
+/// What an attempt changed, and what became of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeRecord {
+    /// The integration head the attempt's checkout was made from.
+    pub base: String,
+    /// The checkout, relative to the workspace.
+    pub checkout: String,
+    /// The attempt's change as a commit on `base`; none when it changed
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// `git diff --stat` of the change.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stat: String,
+    /// The paths it changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// The whole diff, relative to the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The integration head once the change landed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
+    /// The paths that conflicted with what landed meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IsolationError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(
+        "--isolation worktree needs git {major}.{minor} or newer (for `git merge-tree --write-tree`); this is git {found_major}.{found_minor}",
+        major = git::MIN_VERSION.0,
+        minor = git::MIN_VERSION.1
+    )]
+    TooOld { found_major: u32, found_minor: u32 },
+    #[error("cannot prepare {path}: {source}", path = .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError + '_ {
+    move |source| IsolationError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One attempt's checkout.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub dir: PathBuf,
+    /// The integration head it was made from.
+    pub base: String,
+    /// Its own git directory (index, HEAD), as `worktree add` made it.
+    git: Git,
+}
+
+/// How landing an approved change went.
+#[derive(Debug)]
+pub enum Landing {
+    /// The integration branch's new head.
+    Landed(String),
+    Conflicted(Conflict),
+}
+
+/// A run's repository, integration branch and checkouts.
+pub struct Worktrees {
+    git: Git,
+    record: IsolationRecord,
+    workspace: PathBuf,
+    run_dir: PathBuf,
+    /// What an agent must read for git to work in its checkout.
+    readable: Vec<PathBuf>,
+    /// One landing at a time: the head read and the head written must be
+    /// the same one's.
+    landing: tokio::sync::Mutex<()>,
+}
+
+impl Worktrees {
+    /// Records the workspace as it is and starts the integration branch.
+    pub async fn start(
+        workspace: &Path,
+        run_dir: &Path,
+        run_id: &str,
+    ) -> Result<Worktrees, IsolationError> {
+        check_version().await?;
+        let (git, private) = match git::repository_at(workspace).await {
+            Some(git_dir) => (Git { git_dir }, false),
+            None => (private_repository(run_dir).await?, true),
+        };
+        let snapshot = snapshot(&git, workspace, run_dir, run_id, private).await?;
+        let record = IsolationRecord {
+            git_dir: git.git_dir.clone(),
+            private,
+            branch: format!("troupe/{run_id}"),
+            snapshot,
+        };
+        git.run(
+            &Place::default(),
+            [
+                "update-ref",
+                "-m",
+                "troupe: the workspace as the run found it",
+                &record.reference(),
+                &record.snapshot,
+                "",
+            ],
+        )
+        .await?;
+        Self::with(git, record, workspace, run_dir).await
+    }
+
+    /// The isolation of a run being resumed.
+    pub async fn resume(
+        record: IsolationRecord,
+        workspace: &Path,
+        run_dir: &Path,
+    ) -> Result<Worktrees, IsolationError> {
+        check_version().await?;
+        let git = Git {
+            git_dir: record.git_dir.clone(),
+        };
+        Self::with(git, record, workspace, run_dir).await
+    }
+
+    async fn with(
+        git: Git,
+        record: IsolationRecord,
+        workspace: &Path,
+        run_dir: &Path,
+    ) -> Result<Worktrees, IsolationError> {
+        let common = git
+            .run(
+                &Place::default(),
+                ["rev-parse", "--path-format=absolute", "--git-common-dir"],
+            )
+            .await?;
+        let mut readable = vec![git.git_dir.clone()];
+        let common = PathBuf::from(common.trim());
+        if common != git.git_dir {
+            readable.push(common);
+        }
+        Ok(Worktrees {
+            git,
+            record,
+            workspace: workspace.to_path_buf(),
+            run_dir: run_dir.to_path_buf(),
+            readable,
+            landing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    pub fn record(&self) -> &IsolationRecord {
+        &self.record
+    }
+
+    /// The git directories an agent reads for git to work in its checkout
+    /// (read-only: Landlock lets it write none of them).
+    pub fn readable(&self) -> &[PathBuf] {
+        &self.readable
+    }
+
+    /// The integration branch's head.
+    pub async fn head(&self) -> Result<String, IsolationError> {
+        let head = self
+            .git
+            .run(
+                &Place::default(),
+                ["rev-parse", "--verify", &self.record.reference()],
+            )
+            .await?;
+        Ok(head.trim().to_string())
+    }
+
+    /// A checkout of the integration head for `attempt` of `step`, in
+    /// `<run>/<step>/checkout-<attempt>`.
+    pub async fn checkout(&self, step: &str, attempt: u32) -> Result<Checkout, IsolationError> {
+        let step_dir = self.run_dir.join(step);
+        nofollow::create_dir_all(&step_dir).map_err(io(&step_dir))?;
+        let dir = step_dir.join(format!("checkout-{attempt}"));
+        let base = self.head().await?;
+        let place = Place::default();
+        let args = ["worktree", "add", "--detach", "--quiet"];
+        let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+        all.push(dir.clone().into_os_string());
+        all.push(base.clone().into());
+        self.git.run(&place, all).await?;
+        let git_dir = worktree_git_dir(&dir).map_err(io(&dir))?;
+        Ok(Checkout {
+            dir,
+            base,
+            git: Git { git_dir },
+        })
+    }
+
+    /// What the attempt in `checkout` changed: committed on its base, with
+    /// its stat, its paths and the whole diff saved beside the checkout.
+    pub async fn change(
+        &self,
+        checkout: &Checkout,
+        step: &str,
+        attempt: u32,
+    ) -> Result<ChangeRecord, IsolationError> {
+        let mut change = ChangeRecord {
+            base: checkout.base.clone(),
+            checkout: crate::protocol::display_in(&self.workspace, &checkout.dir),
+            ..ChangeRecord::default()
+        };
+        let place = Place {
+            work_tree: Some(&checkout.dir),
+            index: None,
+        };
+        checkout.git.run(&place, ["add", "-A"]).await?;
+        let tree = checkout.git.run(&place, ["write-tree"]).await?;
+        let tree = tree.trim();
+        let here = Place::default();
+        let base_tree = format!("{}^{{tree}}", checkout.base);
+        let base_tree = self.git.run(&here, ["rev-parse", &base_tree]).await?;
+        if base_tree.trim() == tree {
+            return Ok(change);
+        }
+        let message = format!("troupe: {step}, attempt {attempt}");
+        let commit = self
+            .git
+            .run(
+                &here,
+                ["commit-tree", tree, "-p", &checkout.base, "-m", &message],
+            )
+            .await?;
+        let commit = commit.trim().to_string();
+        let range = [checkout.base.as_str(), commit.as_str()];
+        let stat = ["diff", "--no-color", "--no-renames", "--stat"];
+        change.stat = self.git.run(&here, stat.iter().chain(&range)).await?;
+        let names = ["diff", "--no-renames", "--name-only"];
+        let files = self.git.run(&here, names.iter().chain(&range)).await?;
+        change.files = files.lines().map(str::to_string).collect();
+        let whole = ["diff", "--no-color", "--no-renames", "--binary"];
+        let diff = self.git.run(&here, whole.iter().chain(&range)).await?;
+        let path = self.diff_path(step, attempt);
+        crate::fsutil::write_atomic(&path, diff.as_bytes(), Durability::Atomic)
+            .map_err(io(&path))?;
+        change.diff = Some(crate::protocol::display_in(&self.workspace, &path));
+        change.commit = Some(commit);
+        Ok(change)
+    }
+
+    /// Where the whole diff of an attempt is kept.
+    pub fn diff_path(&self, step: &str, attempt: u32) -> PathBuf {
+        self.run_dir
+            .join(step)
+            .join(format!("change-{attempt}.diff"))
+    }
+
+    /// Merges an approved change into the integration branch.
+    pub async fn land(
+        &self,
+        change: &ChangeRecord,
+        step: &str,
+        attempt: u32,
+    ) -> Result<Landing, IsolationError> {
+        let _turn = self.landing.lock().await;
+        let head = self.head().await?;
+        let Some(commit) = change.commit.as_deref() else {
+            return Ok(Landing::Landed(head));
+        };
+        let here = Place::default();
+        let reference = self.record.reference();
+        let message = format!("troupe: land {step}, attempt {attempt}");
+        if head == change.base {
+            let args = ["update-ref", "-m", &message, &reference, commit, &head];
+            self.git.run(&here, args).await?;
+            return Ok(Landing::Landed(commit.to_string()));
+        }
+        let args = ["merge-tree", "--write-tree", "--name-only", &head, commit];
+        let out = self.git.output(&here, &args).await?;
+        let Some(tree) = out.stdout.lines().next().filter(|_| out.code == Some(0)) else {
+            return match out.code {
+                Some(1) => Ok(Landing::Conflicted(
+                    Conflict::read(&self.git, &out.stdout).await,
+                )),
+                _ => Err(GitError::Failed {
+                    args: args.join(" "),
+                    status: format!("{:?}", out.code),
+                    stderr: out.stderr,
+                }
+                .into()),
+            };
+        };
+        let merge = self
+            .git
+            .run(
+                &here,
+                [
+                    "commit-tree",
+                    tree,
+                    "-p",
+                    &head,
+                    "-p",
+                    commit,
+                    "-m",
+                    &message,
+                ],
+            )
+            .await?;
+        let merge = merge.trim().to_string();
+        let args = ["update-ref", "-m", &message, &reference, &merge, &head];
+        self.git.run(&here, args).await?;
+        Ok(Landing::Landed(merge))
+    }
+
+    /// Removes a checkout: a rejected attempt's, so the retry starts clean,
+    /// or a landed one's. A failure is said, not fatal.
+    pub async fn discard(&self, checkout: &Checkout) {
+        let mut args: Vec<std::ffi::OsString> = vec!["worktree".into(), "remove".into()];
+        args.extend(["--force".into(), "--force".into()]);
+        args.push(checkout.dir.clone().into_os_string());
+        if let Err(e) = self.git.run(&Place::default(), args).await {
+            crate::tell!(
+                "troupe: cannot remove the checkout {}: {e}",
+                checkout.dir.display()
+            );
+        }
+    }
+}
+
+/// Removes every checkout left in `run_dir` (those of failed steps) from
+/// the repository; `troupe clean`. The paths removed.
+pub async fn clean(record: &IsolationRecord, run_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
+    let git = Git {
+        git_dir: record.git_dir.clone(),
+    };
+    let mut removed = Vec::new();
+    for entry in walkdir::WalkDir::new(run_dir)
+        .min_depth(2)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_dir() && name.starts_with("checkout-") {
+            let mut args: Vec<std::ffi::OsString> = vec!["worktree".into(), "remove".into()];
+            args.extend(["--force".into(), "--force".into()]);
+            args.push(entry.path().as_os_str().to_owned());
+            if git.run(&Place::default(), args).await.is_err() {
+                std::fs::remove_dir_all(entry.path()).ok();
+            }
+            removed.push(entry.path().to_path_buf());
+        }
+    }
+    git.run(&Place::default(), ["worktree", "prune"]).await?;
+    Ok(removed)
+}
+
+async fn check_version() -> Result<(), IsolationError> {
+    let found = git::version().await?;
+    match found >= git::MIN_VERSION {
+        true => Ok(()),
+        false => Err(IsolationError::TooOld {
+            found_major: found.0,
+            found_minor: found.1,
+        }),
+    }
+}
+
+/// Troupe's own bare repository for a workspace that has none.
+async fn private_repository(run_dir: &Path) -> Result<Git, IsolationError> {
+    let git_dir = run_dir.join("repo.git");
+    let git = Git {
+        git_dir: git_dir.clone(),
+    };
+    nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
+    git.run(&Place::default(), ["init", "--bare", "--quiet"])
+        .await?;
+    Ok(git)
+}
+
+/// The snapshot commit of `workspace`, made with a temporary index: every
+/// file that is not ignored, the results directory left out.
+async fn snapshot(
+    git: &Git,
+    workspace: &Path,
+    run_dir: &Path,
+    run_id: &str,
+    private: bool,
+) -> Result<String, IsolationError> {
+    let index = run_dir.join("snapshot.index");
+    let place = Place {
+        work_tree: Some(workspace),
+        index: Some(&index),
+    };
+    let exclude = format!(":(exclude){RESULTS_DIR}");
+    git.run(&place, ["add", "-A", "--", ".", &exclude]).await?;
+    let tree = git.run(&place, ["write-tree"]).await;
+    let _ = std::fs::remove_file(&index);
+    let tree = tree?;
+    let here = Place::default();
+    let parent = match private {
+        true => None,
+        false => {
+            let out = git
+                .output(&here, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+                .await?;
+            out.success.then(|| out.stdout.trim().to_string())
+        }
+    };
+    let message = format!("troupe {run_id}: the workspace as the run found it");
+    let mut args = vec!["commit-tree", tree.trim(), "-m", &message];
+    if let Some(parent) = &parent {
+        args.extend(["-p", parent]);
+    }
+    Ok(git.run(&here, args).await?.trim().to_string())
+}
+
+/// The git directory `worktree add` made for the checkout `dir`, from the
+/// `.git` file it wrote there, read before any agent could change it.
+fn worktree_git_dir(dir: &Path) -> std::io::Result<PathBuf> {
+    let text = crate::fsutil::read_record(&dir.join(".git"))?;
+    let path = text
+        .trim()
+        .strip_prefix("gitdir:")
+        .map(|p| PathBuf::from(p.trim()))
+        .ok_or_else(|| std::io::Error::other(format!("unexpected .git file: {text}")))?;
+    Ok(match path.is_absolute() {
+        true => path,
+        false => dir.join(path),
+    })
+}
