@@ -13,7 +13,7 @@ use crate::team::{
 };
 
 /// `troupe run` started in the background, its output discarded.
-fn start_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> Child {
+pub(crate) fn start_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> Child {
     let model = sandbox.script(json!({"rules": rules}));
     let mut command = troupe();
     command
@@ -28,7 +28,7 @@ fn start_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> Child {
 }
 
 /// Waits, for a generous while, until `ready` holds.
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     let give_up = Instant::now() + Duration::from_secs(60);
     while !ready() {
         assert!(Instant::now() < give_up, "gave up waiting for {what}");
@@ -50,13 +50,13 @@ fn events(sandbox: &Sandbox) -> Vec<Value> {
         .collect()
 }
 
-fn has_event(sandbox: &Sandbox, kind: &str, step: &str) -> bool {
+pub(crate) fn has_event(sandbox: &Sandbox, kind: &str, step: &str) -> bool {
     events(sandbox)
         .iter()
         .any(|e| e["type"] == kind && e["step"] == step)
 }
 
-fn wait_exit(child: &mut Child) -> i32 {
+pub(crate) fn wait_exit(child: &mut Child) -> i32 {
     let give_up = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -70,7 +70,7 @@ fn wait_exit(child: &mut Child) -> i32 {
     }
 }
 
-fn signal(child: &Child, signal: &str) {
+pub(crate) fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
@@ -148,7 +148,11 @@ fn ctrl_c_interrupts_and_resume_completes_without_redoing_work() {
     assert!(events(&sandbox).iter().any(|e| e["type"] == "run_resumed"));
 }
 
-fn team_run_resume(sandbox: &Sandbox, rules: Vec<Value>, run_id: &str) -> crate::common::Run {
+pub(crate) fn team_run_resume(
+    sandbox: &Sandbox,
+    rules: Vec<Value>,
+    run_id: &str,
+) -> crate::common::Run {
     let model = sandbox.script(json!({"rules": rules}));
     let mut command = troupe();
     command

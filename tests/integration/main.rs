@@ -15,6 +15,7 @@ mod faults;
 mod hostile;
 mod http_client;
 mod inspect;
+mod isolation;
 mod launcher;
 mod newcomer;
 mod real_endpoint;

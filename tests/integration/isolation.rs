@@ -1,0 +1,494 @@
+//! `--isolation worktree` with real git and the real binaries: each step
+//! attempt in a checkout of its own, merged on approval, conflicts sent
+//! back, the user's workspace untouched until `apply`.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{Sandbox, read_json, troupe};
+use crate::faults::{has_event, signal, start_run, team_run_resume, wait_exit, wait_for};
+use crate::hostile::unprivileged;
+use crate::team::{
+    TeamRun, approving_reviewer, finish_team_run, planner, step, team_command, team_run, verdict,
+    worker_rule, worker_writes,
+};
+
+/// git in `dir`, with an identity; its stdout, or a panic with stderr.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git is installed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Nine numbered lines, `f.txt`'s first content.
+const NINE: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+
+/// The sandbox's workspace as a git repository with one commit of `f.txt`.
+fn repository(sandbox: &Sandbox) {
+    let ws = sandbox.ws();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("f.txt"), NINE).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "f.txt"]);
+    git(&ws, &["commit", "-q", "-m", "start"]);
+}
+
+/// A worker that writes `path` with `content` (after `delay_ms`), then
+/// finishes.
+fn writes(path: &str, content: &str, delay_ms: u64) -> Vec<Value> {
+    vec![
+        json!({"delay_ms": delay_ms, "tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}),
+        json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": format!("wrote {path}")}}]}),
+    ]
+}
+
+/// A worker that runs `command` (after `delay_ms`), then finishes.
+fn runs(command: &str, delay_ms: u64) -> Vec<Value> {
+    vec![
+        json!({"delay_ms": delay_ms, "tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}),
+        json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran it"}}]}),
+    ]
+}
+
+fn isolated(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> TeamRun {
+    let mut args = vec!["--isolation", "worktree", "--max-replans", "0"];
+    args.extend(extra);
+    team_run(sandbox, rules, &args)
+}
+
+/// `path` as the run's integration branch has it, or `None`.
+fn on_branch(team: &TeamRun, path: &str) -> Option<String> {
+    let isolation = &team.record()["isolation"];
+    let git_dir = isolation["git_dir"]
+        .as_str()
+        .expect("run.json has isolation");
+    let branch = isolation["branch"].as_str().unwrap();
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["show", &format!("{branch}:{path}")])
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn attempt(team: &TeamRun, step: &str, n: usize) -> Value {
+    team.step(step)["attempts"][n].clone()
+}
+
+#[test]
+fn parallel_changes_to_one_file_both_land() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", writes("f.txt", &NINE.replace("two", "TWO"), 0)),
+        worker_rule("b", writes("f.txt", &NINE.replace("eight", "EIGHT"), 300)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let merged = on_branch(&team, "f.txt").unwrap();
+    assert!(
+        merged.contains("TWO") && merged.contains("EIGHT"),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("f.txt")).unwrap(),
+        NINE,
+        "the workspace stays as it was until apply"
+    );
+    for id in ["a", "b"] {
+        let change = &attempt(&team, id, 0)["change"];
+        assert_eq!(change["files"], json!(["f.txt"]), "{change}");
+        assert!(change["merge"].is_string(), "{change}");
+        assert!(change["stat"].as_str().unwrap().contains("f.txt"));
+    }
+    assert!(
+        team.run.stderr.contains("troupe apply "),
+        "the run ends with the command that applies it:\n{}",
+        team.run.stderr
+    );
+    assert!(
+        !team.dir.join("a/checkout-1").exists(),
+        "a landed checkout is removed"
+    );
+}
+
+#[test]
+fn the_same_lines_conflict_and_the_retry_lands_on_the_new_head() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let both = NINE
+        .replace("two", "TWO from a")
+        .replace("five", "FIVE from b");
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", writes("f.txt", &NINE.replace("two", "TWO from a"), 0)),
+        json!({"role": "worker", "step": "b", "attempt": 1, "reply": writes("f.txt", &NINE.replace("two", "TWO from b"), 800)}),
+        json!({"role": "worker", "step": "b", "attempt": 2, "reply": writes("f.txt", &both, 0)}),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let first = attempt(&team, "b", 0);
+    assert_eq!(first["change"]["conflicts"], json!(["f.txt"]), "{first}");
+    assert!(first["change"]["merge"].is_null());
+    let conflicted = team.events_of("change_conflicted");
+    assert_eq!(conflicted.len(), 1, "{conflicted:?}");
+    assert_eq!(conflicted[0]["step"], "b");
+    let second = attempt(&team, "b", 1);
+    let base = second["change"]["base"].as_str().unwrap();
+    let a_landed = attempt(&team, "a", 0)["change"]["merge"].clone();
+    assert_eq!(
+        json!(base),
+        a_landed,
+        "the retry starts from the head a left"
+    );
+    let brief = read_json(&team.dir.join("b/worker-2/.subagent/task.json"));
+    let task = brief["task"].as_str().unwrap();
+    assert!(
+        task.contains("conflicts") && task.contains("f.txt") && task.contains("<<<<<<<"),
+        "the conflict, with its hunks, is the retry's feedback:\n{task}"
+    );
+    assert_eq!(on_branch(&team, "f.txt").unwrap(), both);
+}
+
+#[test]
+fn a_dependent_step_sees_its_dependency_and_not_a_running_sibling() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[]), step("c", &["a"])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 2500)),
+        worker_rule("c", runs("ls > seen.txt", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    assert!(
+        team.at("step_started", "c") < team.at("change_landed", "b"),
+        "c started while b was still at work"
+    );
+    let seen = on_branch(&team, "seen.txt").unwrap();
+    assert!(seen.contains("a.txt"), "{seen}");
+    assert!(!seen.contains("b.txt"), "{seen}");
+    assert!(on_branch(&team, "b.txt").is_some(), "b landed after");
+}
+
+/// A worker of `a` that tries to write the user's workspace and the
+/// checkout of its sibling `b`, which is still at work.
+fn escape_rules(ws: &Path) -> Vec<Value> {
+    let ws = ws.display();
+    let sibling = r#"$TMPDIR/../../../../b/checkout-1"#;
+    let command = format!(
+        r#"test -d {sibling} && echo sibling-there; echo x > {ws}/escaped.txt; echo x > {sibling}/escaped.txt; echo done"#
+    );
+    vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule(
+            "a",
+            vec![
+                json!({"delay_ms": 300, "tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}),
+                json!({"tool_calls": [{"name": "write_file", "arguments": {"path": format!("{ws}/escaped-too.txt"), "content": "x"}}]}),
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "tried"}}]}),
+            ],
+        ),
+        worker_rule("b", worker_writes("b", 2000)),
+        approving_reviewer(),
+    ]
+}
+
+fn assert_contained(sandbox: &Sandbox, team: &TeamRun) {
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    for name in ["escaped.txt", "escaped-too.txt"] {
+        assert!(!sandbox.ws().join(name).exists(), "{name} in the workspace");
+    }
+    let transcript = read_json(&team.dir.join("a/worker-1/.subagent/conversations.json"));
+    let results: Vec<String> = transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(results[0].contains("sibling-there"), "{}", results[0]);
+    // The workspace by Landlock; the sibling's checkout by the read-only
+    // results directory first (and Landlock behind it).
+    assert_eq!(
+        results[0].matches("cannot create").count(),
+        2,
+        "both writes denied: {}",
+        results[0]
+    );
+    assert!(results[0].contains("escaped.txt: Permission denied"));
+    assert!(results[1].contains("outside"), "{}", results[1]);
+    assert_eq!(
+        on_branch(team, "escaped.txt"),
+        None,
+        "nothing reached b's checkout"
+    );
+    assert_eq!(
+        team.record()["steps"][0]["attempts"][0]["worker"]["stats"]["sandbox"]["status"],
+        "fully_enforced"
+    );
+}
+
+#[test]
+fn writes_outside_the_checkout_are_denied() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let team = isolated(&sandbox, escape_rules(&sandbox.ws()), &[]);
+    assert_contained(&sandbox, &team);
+}
+
+#[test]
+fn writes_outside_the_checkout_are_denied_as_an_ordinary_user() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let command = team_command(
+        &sandbox,
+        escape_rules(&sandbox.ws()),
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
+    let mut command = unprivileged(&sandbox, command);
+    command.env("HOME", sandbox.root());
+    let team = finish_team_run(&sandbox, command);
+    assert_contained(&sandbox, &team);
+}
+
+#[test]
+fn the_users_changes_survive_untouched_and_are_in_the_snapshot() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ws = sandbox.ws();
+    std::fs::write(ws.join("staged.txt"), "staged\n").unwrap();
+    git(&ws, &["add", "staged.txt"]);
+    std::fs::write(ws.join("f.txt"), format!("{NINE}ten (not committed)\n")).unwrap();
+    std::fs::write(ws.join("untracked.txt"), "untracked\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "ignored.txt\n").unwrap();
+    std::fs::write(ws.join("ignored.txt"), "ignored\n").unwrap();
+    // The run's records appear in the workspace, as in any run.
+    let status = |ws: &Path| {
+        git(ws, &["status", "--porcelain"])
+            .lines()
+            .filter(|l| !l.contains("sub_agent_results"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let status_before = status(&ws);
+    let index_before = git(&ws, &["ls-files", "--stage"]);
+    let head_before = git(&ws, &["rev-parse", "HEAD"]);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule(
+            "a",
+            runs(
+                "cat f.txt untracked.txt staged.txt > seen.txt; ls ignored.txt >> seen.txt 2>&1",
+                0,
+            ),
+        ),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let seen = on_branch(&team, "seen.txt").unwrap();
+    for expected in ["ten (not committed)", "untracked", "staged"] {
+        assert!(
+            seen.contains(expected),
+            "{expected} in the snapshot: {seen}"
+        );
+    }
+    assert!(
+        seen.contains("No such file"),
+        "ignored files stay out: {seen}"
+    );
+    assert_eq!(status(&ws), status_before);
+    assert_eq!(
+        git(&ws, &["ls-files", "--stage"]),
+        index_before,
+        "the index"
+    );
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(
+        git(&ws, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/main"
+    );
+    let snapshot = team.record()["isolation"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let parent = git(&ws, &["rev-parse", &format!("{snapshot}^")]);
+    assert_eq!(parent, head_before, "the snapshot is a child of HEAD");
+}
+
+#[test]
+fn a_rejected_attempts_changes_are_gone_from_the_retry() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("junk.txt", "half done", 0)}),
+        json!({"role": "worker", "step": "a", "attempt": 2, "reply": runs("test -e junk.txt && echo dirty > state.txt || echo clean > state.txt", 0)}),
+        json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [verdict(json!(false), "junk")]}),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    assert_eq!(on_branch(&team, "state.txt").unwrap(), "clean\n");
+    assert_eq!(on_branch(&team, "junk.txt"), None);
+    assert!(
+        !team.dir.join("a/checkout-1").exists(),
+        "the rejected checkout is gone"
+    );
+    let diff = std::fs::read_to_string(team.dir.join("a/change-1.diff")).unwrap();
+    assert!(
+        diff.contains("junk.txt"),
+        "the rejected diff is kept: {diff}"
+    );
+}
+
+#[test]
+fn a_workspace_that_is_not_a_repository_gets_a_private_one_and_apply_brings_the_result() {
+    let sandbox = Sandbox::new();
+    let ws = sandbox.ws();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "mine\n").unwrap();
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", writes("notes.txt", "mine\nand b's\n", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &["--apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    assert!(
+        !ws.join(".git").exists(),
+        "the workspace is not made a repository"
+    );
+    let isolation = team.record()["isolation"].clone();
+    assert_eq!(isolation["private"], true);
+    assert!(team.dir.join("repo.git").is_dir());
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "a");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "mine\nand b's\n"
+    );
+    assert!(
+        team.run.stderr.contains("applied branch"),
+        "{}",
+        team.run.stderr
+    );
+}
+
+#[test]
+fn apply_refuses_a_path_changed_meanwhile_and_changes_nothing() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", writes("f.txt", &NINE.replace("two", "TWO"), 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let ws = sandbox.ws();
+    let mine = format!("{NINE}mine meanwhile\n");
+    std::fs::write(ws.join("f.txt"), &mine).unwrap();
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let apply = |sandbox: &Sandbox| {
+        let mut command = troupe();
+        command
+            .args(["apply", &run_id])
+            .arg("--workspace")
+            .arg(sandbox.ws());
+        crate::common::run(command)
+    };
+    let refused = apply(&sandbox);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("f.txt") && refused.stderr.contains("since the run began"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("f.txt")).unwrap(), mine);
+    assert!(!ws.join("b.txt").exists(), "nothing applied at all");
+    std::fs::write(ws.join("f.txt"), NINE).unwrap();
+    let applied = apply(&sandbox);
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).unwrap(),
+        NINE.replace("two", "TWO")
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "b");
+    let again = apply(&sandbox);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("nothing to apply"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn an_interrupted_isolated_run_resumes_on_its_branch() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let plan = planner(json!([step("quick", &[]), step("slow", &[])]));
+    let slow = vec![
+        plan.clone(),
+        worker_rule("quick", worker_writes("quick", 0)),
+        worker_rule("slow", worker_writes("slow", 30_000)),
+        approving_reviewer(),
+    ];
+    let mut run = start_run(
+        &sandbox,
+        slow,
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
+    wait_for("quick to land", || {
+        has_event(&sandbox, "change_landed", "quick")
+    });
+    signal(&run, "-INT");
+    assert_eq!(wait_exit(&mut run), 130);
+    let dir = crate::team::run_dir(&sandbox);
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let fast = vec![
+        plan,
+        worker_rule("quick", worker_writes("quick", 0)),
+        worker_rule("slow", worker_writes("slow", 0)),
+        approving_reviewer(),
+    ];
+    let resumed = team_run_resume(&sandbox, fast, &run_id);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let team = TeamRun {
+        run: resumed,
+        dir: dir.clone(),
+    };
+    assert_eq!(on_branch(&team, "quick.txt").unwrap(), "quick");
+    assert_eq!(on_branch(&team, "slow.txt").unwrap(), "slow");
+    assert_eq!(
+        team.step("quick")["attempts"].as_array().unwrap().len(),
+        1,
+        "not redone"
+    );
+    let slow_change = &attempt(&team, "slow", 1)["change"];
+    assert!(slow_change["merge"].is_string(), "{slow_change}");
+}
