@@ -63,6 +63,11 @@ pub struct ShowArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
 
+    /// For a step of a run made with --isolation worktree: print its last
+    /// attempt's change as a diff.
+    #[arg(long)]
+    pub diff: bool,
+
     #[command(flatten)]
     pub place: Place,
 }
@@ -96,6 +101,13 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    if args.diff && !matches!(target, Target::Step { .. }) {
+        return Err(UsageError::Said(format!(
+            "--diff prints a step's change; `{}` is not a step (name it RUN/STEP)",
+            args.target
+        ))
+        .into());
+    }
     match target {
         Target::Agent(dir) => show_agent(&dir, &args, &render).await,
         Target::Run(dir) if args.follow => follow_run(&dir, args.json).await,
@@ -119,6 +131,10 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
             let found = record.step(&step).ok_or_else(|| {
                 UsageError::Said(format!("the run {} has no step {step}", record.run_id))
             })?;
+            if args.diff {
+                print_diff(&record, found)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             if args.json {
                 crate::say!("{}", serde_json::to_string_pretty(found)?);
             } else {
@@ -127,6 +143,35 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The diff of the last attempt of `step` that changed something, from
+/// the file the run kept.
+fn print_diff(
+    run: &crate::supervisor::team::RunRecord,
+    step: &crate::supervisor::team::record::StepRecord,
+) -> Result<(), UsageError> {
+    if run.isolation.is_none() {
+        return Err(UsageError::Said(format!(
+            "run {} shared its workspace (no --isolation worktree): its steps have no change of their own to show",
+            run.run_id
+        )));
+    }
+    let change = step
+        .attempts
+        .iter()
+        .rev()
+        .filter_map(|a| a.change.as_ref())
+        .find(|c| c.diff.is_some());
+    let Some(diff) = change.and_then(|c| c.diff.as_deref()) else {
+        return Err(UsageError::Said(format!(
+            "step {} has no change yet (no attempt of it changed anything)",
+            step.id
+        )));
+    };
+    let path = Path::new(&run.workspace).join(diff);
+    crate::console::out(&read(&path)?);
+    Ok(())
 }
 
 async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Result<ExitCode> {

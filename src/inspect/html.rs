@@ -65,7 +65,9 @@ pub fn report(run: &RunRecord) -> String {
             desc = xml(&step.description),
         ));
     }
-    out.push_str("</table>\n<h2>Agents</h2>\n");
+    out.push_str("</table>\n");
+    out.push_str(&changes(run));
+    out.push_str("<h2>Agents</h2>\n");
     for step in &run.steps {
         for attempt in &step.attempts {
             let agents = attempt.worker.iter().chain(&attempt.reviews);
@@ -75,6 +77,39 @@ pub fn report(run: &RunRecord) -> String {
         }
     }
     out.push_str("</body></html>\n");
+    out
+}
+
+/// With `--isolation worktree`: the branch, and each attempt's base,
+/// change, landing and conflicts.
+fn changes(run: &RunRecord) -> String {
+    let Some(isolation) = &run.isolation else {
+        return String::new();
+    };
+    let short = |id: &str| xml(&id.chars().take(10).collect::<String>());
+    let mut out = format!(
+        "<h2>Changes</h2>\n<p>Each step attempt worked in a checkout of its own; the result is branch <code>{}</code> (from snapshot <code>{}</code>).</p>\n<table class=\"changes\"><tr><th>step</th><th>attempt</th><th>base</th><th>change</th><th>landed</th><th>conflicts</th></tr>\n",
+        xml(&isolation.branch),
+        short(&isolation.snapshot)
+    );
+    for step in &run.steps {
+        for attempt in &step.attempts {
+            let Some(change) = &attempt.change else {
+                continue;
+            };
+            let stat = change.stat.lines().last().unwrap_or("nothing").trim();
+            out.push_str(&format!(
+                "<tr><td class=\"id\">{id}</td><td>{n}</td><td><code>{base}</code></td><td>{stat}</td><td><code>{merge}</code></td><td>{conflicts}</td></tr>\n",
+                id = xml(&step.id),
+                n = attempt.attempt,
+                base = short(&change.base),
+                stat = xml(stat),
+                merge = change.merge.as_deref().map(short).unwrap_or_default(),
+                conflicts = xml(&change.conflicts.join(", ")),
+            ));
+        }
+    }
+    out.push_str("</table>\n");
     out
 }
 

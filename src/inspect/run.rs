@@ -2,6 +2,7 @@
 //! attempts with their workers' reports and the reviewers' verdicts.
 
 use super::conversation::Render;
+use crate::supervisor::isolation::ChangeRecord;
 use crate::supervisor::plan::render_tree;
 use crate::supervisor::team::RunRecord;
 use crate::supervisor::team::record::{AgentRecord, StepRecord};
@@ -111,6 +112,9 @@ pub fn step_text(step: &StepRecord, render: &Render) -> String {
                 out.push_str(&format!("  check: {line}\n"));
             }
         }
+        if let Some(change) = &attempt.change {
+            out.push_str(&change_text(change));
+        }
         for review in &attempt.reviews {
             out.push_str(&format!(
                 "  review {} in {}: {}\n",
@@ -127,6 +131,40 @@ pub fn step_text(step: &StepRecord, render: &Render) -> String {
                 }
             }
         }
+    }
+    out
+}
+
+/// An isolated attempt's change: its base, what it changed, where it
+/// landed or why not.
+fn change_text(change: &ChangeRecord) -> String {
+    let short = |id: &str| id.chars().take(10).collect::<String>();
+    let mut out = format!(
+        "  checkout {} from {}\n",
+        change.checkout,
+        short(&change.base)
+    );
+    match &change.commit {
+        None => out.push_str("    changed nothing\n"),
+        Some(commit) => {
+            out.push_str(&format!("    change {}", short(commit)));
+            if let Some(diff) = &change.diff {
+                out.push_str(&format!(" (diff in {diff})"));
+            }
+            out.push('\n');
+            for line in change.stat.lines() {
+                out.push_str(&format!("    {}\n", line.trim()));
+            }
+        }
+    }
+    if let Some(merge) = &change.merge {
+        out.push_str(&format!("    landed: head {}\n", short(merge)));
+    }
+    if !change.conflicts.is_empty() {
+        out.push_str(&format!(
+            "    conflicted with what landed meanwhile: {}\n",
+            change.conflicts.join(", ")
+        ));
     }
     out
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::{Sandbox, read_json, troupe};
+use crate::common::{Sandbox, cli, read_json, troupe};
 use crate::faults::{has_event, signal, start_run, team_run_resume, wait_exit, wait_for};
 use crate::hostile::unprivileged;
 use crate::team::{
@@ -126,6 +126,61 @@ fn parallel_changes_to_one_file_both_land() {
         !team.dir.join("a/checkout-1").exists(),
         "a landed checkout is removed"
     );
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let diff = cli(&sandbox, &["show", &format!("{run_id}/b"), "--diff"]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(diff.stdout.contains("-eight\n+EIGHT"), "{}", diff.stdout);
+    let text = cli(&sandbox, &["show", &format!("{run_id}/b")]);
+    assert!(text.stdout.contains("landed: head"), "{}", text.stdout);
+    let page = sandbox.root().join("report.html");
+    let report = cli(
+        &sandbox,
+        &["report", &run_id, "-o", &page.display().to_string()],
+    );
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Changes</h2>") && html.contains("troupe/run_"));
+}
+
+#[test]
+fn a_failed_steps_checkout_is_kept_until_clean() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule(
+            "a",
+            vec![
+                json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "half.txt", "content": "half"}}]}),
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "gave up"}}]}),
+            ],
+        ),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 1, "{}", team.run.stderr);
+    let kept = team.dir.join("a/checkout-1");
+    assert_eq!(
+        std::fs::read_to_string(kept.join("half.txt")).unwrap(),
+        "half"
+    );
+    assert!(
+        team.run.stderr.contains("troupe clean"),
+        "{}",
+        team.run.stderr
+    );
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let cleaned = cli(&sandbox, &["clean", &run_id]);
+    assert_eq!(cleaned.code, 0, "{}", cleaned.stderr);
+    assert!(!kept.exists());
+    let worktrees = git(&sandbox.ws(), &["worktree", "list"]);
+    assert_eq!(
+        worktrees.lines().count(),
+        1,
+        "only the workspace: {worktrees}"
+    );
+    assert!(on_branch(&team, "b.txt").is_some(), "the branch stays");
 }
 
 #[test]

@@ -163,9 +163,10 @@ pub struct Worktrees {
     run_dir: PathBuf,
     /// What an agent must read for git to work in its checkout.
     readable: Vec<PathBuf>,
-    /// One landing at a time: the head read and the head written must be
-    /// the same one's.
-    landing: tokio::sync::Mutex<()>,
+    /// One change of the repository's shared state at a time: a landing
+    /// reads and writes the head, and `worktree add` and `remove` edit the
+    /// list of checkouts (two at once can pick the same name).
+    shared: tokio::sync::Mutex<()>,
 }
 
 impl Worktrees {
@@ -238,7 +239,7 @@ impl Worktrees {
             workspace: workspace.to_path_buf(),
             run_dir: run_dir.to_path_buf(),
             readable,
-            landing: tokio::sync::Mutex::new(()),
+            shared: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -270,6 +271,7 @@ impl Worktrees {
         let step_dir = self.run_dir.join(step);
         nofollow::create_dir_all(&step_dir).map_err(io(&step_dir))?;
         let dir = step_dir.join(format!("checkout-{attempt}"));
+        let _turn = self.shared.lock().await;
         let base = self.head().await?;
         let place = Place::default();
         let args = ["worktree", "add", "--detach", "--quiet"];
@@ -350,7 +352,7 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<Landing, IsolationError> {
-        let _turn = self.landing.lock().await;
+        let _turn = self.shared.lock().await;
         let head = self.head().await?;
         let Some(commit) = change.commit.as_deref() else {
             return Ok(Landing::Landed(head));
@@ -403,6 +405,7 @@ impl Worktrees {
     /// Removes a checkout: a rejected attempt's, so the retry starts clean,
     /// or a landed one's. A failure is said, not fatal.
     pub async fn discard(&self, checkout: &Checkout) {
+        let _turn = self.shared.lock().await;
         let mut args: Vec<std::ffi::OsString> = vec!["worktree".into(), "remove".into()];
         args.extend(["--force".into(), "--force".into()]);
         args.push(checkout.dir.clone().into_os_string());
