@@ -1,7 +1,8 @@
 //! What troupe adds on top of the model: per-agent overhead (wall and
 //! CPU), scheduling efficiency against the critical path and against a
 //! batch barrier, fan-out with memory, plan scale, protocol throughput,
-//! the model round trip's relay, and the agent's start-up.
+//! the model round trip's relay, the agent's start-up, and what isolating
+//! steps in checkouts costs.
 //!
 //! `cargo bench --bench orchestration` runs every scenario three times and
 //! prints one Markdown table (min / median / max); `-- --quick` (or
@@ -89,14 +90,16 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
+        ("fan-out-isolated", fan_out_isolated),
         ("plan-scale", plan_scale),
         ("protocol", protocol),
         ("relay", relay),
         ("startup", startup),
+        ("worktree", worktree_cost),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -340,7 +343,8 @@ fn scheduling(bench: &mut Bench) {
         .collect();
     rules.push(reviewer());
     let setup = Setup::new(&plan, rules);
-    let (wall, _) = setup.run(&["--max-parallel", &dag.len().to_string()], |_| {});
+    let slots = dag.len().to_string();
+    let (wall, _) = setup.run(&["--max-parallel", &slots, "--isolation", "shared"], |_| {});
     let index = |id: &str| dag.iter().position(|(d, _)| d == id).unwrap_or(0);
     let mut finish = vec![0u64; dag.len()];
     for (i, (_, deps)) in dag.iter().enumerate() {
@@ -431,16 +435,20 @@ fn fan_out(bench: &mut Bench) {
     let marker = setup.ws().display().to_string();
     let (mut parent_peak, mut child_peak, mut child_private) = (0.0f64, 0.0f64, 0.0f64);
     let mut last_sample = Instant::now();
-    let (wall, _) = setup.run(&["--max-parallel", &slots.to_string()], |pid| {
-        parent_peak = parent_peak.max(peak_rss_mib(pid).unwrap_or(0.0));
-        if last_sample.elapsed() > Duration::from_millis(50) {
-            last_sample = Instant::now();
-            for child in processes_with(&format!("--task {marker}")) {
-                child_peak = child_peak.max(peak_rss_mib(child).unwrap_or(0.0));
-                child_private = child_private.max(status_mib(child, "RssAnon:").unwrap_or(0.0));
+    let slots_arg = slots.to_string();
+    let (wall, _) = setup.run(
+        &["--max-parallel", &slots_arg, "--isolation", "shared"],
+        |pid| {
+            parent_peak = parent_peak.max(peak_rss_mib(pid).unwrap_or(0.0));
+            if last_sample.elapsed() > Duration::from_millis(50) {
+                last_sample = Instant::now();
+                for child in processes_with(&format!("--task {marker}")) {
+                    child_peak = child_peak.max(peak_rss_mib(child).unwrap_or(0.0));
+                    child_private = child_private.max(status_mib(child, "RssAnon:").unwrap_or(0.0));
+                }
             }
-        }
-    });
+        },
+    );
     let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
     let makespan = wall.as_secs_f64() * 1000.0;
     const S: &str = "3. fan-out";
@@ -462,6 +470,114 @@ fn fan_out(bench: &mut Bench) {
         "",
         child_private,
     );
+}
+
+/// Scenario 3b: the fan-out with every step attempt in a checkout of its
+/// own (`--isolation worktree`, troupe's private repository, since the
+/// workspace is not one).
+fn fan_out_isolated(bench: &mut Bench) {
+    let (steps, slots, latency) = if bench.quick {
+        (40, 10, 200)
+    } else {
+        (200, 50, 200)
+    };
+    let ids: Vec<String> = (0..steps).map(|i| format!("f{i}")).collect();
+    let plan = json!({"summary": "fan-out", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, latency)).collect();
+    rules.push(reviewer());
+    let setup = Setup::new(&plan, rules);
+    let slots_arg = slots.to_string();
+    let (wall, _) = setup.run(
+        &["--max-parallel", &slots_arg, "--isolation", "worktree"],
+        |_| {},
+    );
+    let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
+    const S: &str = "3b. fan-out, isolated";
+    bench.record(
+        S,
+        "makespan / ideal",
+        "x",
+        "",
+        wall.as_secs_f64() * 1000.0 / ideal,
+    );
+}
+
+/// Scenario 8: what a step's checkout and landing cost on a repository of
+/// 1,000 and of 10,000 files, in-process, through the same calls a run
+/// makes.
+fn worktree_cost(bench: &mut Bench) {
+    let sizes: &[usize] = if bench.quick { &[200] } else { &[1000, 10_000] };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for &files in sizes {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ws = dir.path().join("ws");
+        for i in 0..files {
+            let sub = ws.join(format!("d{}", i / 100));
+            std::fs::create_dir_all(&sub).expect("dir");
+            std::fs::write(sub.join(format!("f{i}.txt")), format!("file {i}\n")).expect("file");
+        }
+        let git = |args: &[&str]| {
+            let ok = Command::new("git")
+                .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+                .args(args)
+                .current_dir(&ws)
+                .stdout(Stdio::null())
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "files"]);
+        let run_dir = ws.join("sub_agent_results").join("run_bench");
+        std::fs::create_dir_all(&run_dir).expect("run dir");
+        let ms = |since: Instant| since.elapsed().as_secs_f64() * 1000.0;
+        let times = runtime.block_on(async {
+            use troupe::supervisor::isolation::Worktrees;
+            let started = Instant::now();
+            let trees = Worktrees::start(&ws, &run_dir, "run_bench")
+                .await
+                .expect("snapshot");
+            let snapshot = ms(started);
+            let started = Instant::now();
+            let first = trees.checkout("a", 1).await.expect("checkout");
+            let checkout = ms(started);
+            let second = trees.checkout("b", 1).await.expect("checkout");
+            std::fs::write(first.dir.join("d0/f0.txt"), "changed by a\n").expect("write");
+            std::fs::write(second.dir.join("d1/new.txt"), "new from b\n").expect("write");
+            let started = Instant::now();
+            let change_a = trees.change(&first, "a", 1).await.expect("change");
+            let change = ms(started);
+            let change_b = trees.change(&second, "b", 1).await.expect("change");
+            let started = Instant::now();
+            trees.land(&change_a, "a", 1).await.expect("land");
+            let forward = ms(started);
+            let started = Instant::now();
+            trees.land(&change_b, "b", 1).await.expect("land");
+            let merge = ms(started);
+            let started = Instant::now();
+            trees.discard(&first).await;
+            let discard = ms(started);
+            trees.discard(&second).await;
+            [snapshot, checkout, change, forward, merge, discard]
+        });
+        const S: &str = "8. worktree cost";
+        let names = [
+            "snapshot (once per run)",
+            "checkout",
+            "change (add, commit, diff)",
+            "land, fast-forward",
+            "land, three-way merge",
+            "remove the checkout",
+        ];
+        for (name, value) in names.iter().zip(times) {
+            bench.record(S, &format!("{name}, {files} files"), "ms", "", value);
+        }
+    }
 }
 
 /// Scenario 4: parse, validate and level a large plan, in-process.

@@ -73,7 +73,7 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
     let (dir, _, isolation) = isolated_run(&args.place, &args.run)?;
-    let removed = crate::supervisor::isolation::clean(&isolation, &dir).await?;
+    let removed = crate::supervisor::isolation::clean(&dir)?;
     crate::say!(
         "removed {} checkout{} of run {}; branch {} stays",
         removed.len(),

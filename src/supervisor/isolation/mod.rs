@@ -7,9 +7,14 @@
 //! a temporary index, so the user's branch, index and files are never
 //! touched; `troupe/<run_id>` starts there. A workspace that is not the
 //! top of a git repository gets a private bare repository in the run
-//! directory instead. An attempt's checkout (`git worktree add --detach`)
-//! is of the branch as it stands when the attempt starts, so it holds what
-//! the step's dependencies delivered and nothing of steps still running.
+//! directory instead. An attempt's checkout is of the branch as it stands
+//! when the attempt starts, so it holds what the step's dependencies
+//! delivered and nothing of steps still running. It is a linked work tree
+//! as `git worktree` makes them (its own git directory with `HEAD`, an
+//! index and a `commondir` naming the repository), but kept beside the
+//! checkout in the run directory instead of in the repository: the user's
+//! `.git/worktrees` is never touched, and checkouts made at once share no
+//! state to race on.
 //! Landing is serialized: a fast-forward when nothing landed since the
 //! attempt's base, else a three-way merge written without a checkout
 //! (`git merge-tree --write-tree`); a conflict sends the attempt back.
@@ -161,12 +166,14 @@ pub struct Worktrees {
     record: IsolationRecord,
     workspace: PathBuf,
     run_dir: PathBuf,
+    /// The repository's common directory (objects, refs), which each
+    /// checkout's own git directory names.
+    common: PathBuf,
     /// What an agent must read for git to work in its checkout.
     readable: Vec<PathBuf>,
-    /// One change of the repository's shared state at a time: a landing
-    /// reads and writes the head, and `worktree add` and `remove` edit the
-    /// list of checkouts (two at once can pick the same name).
-    shared: tokio::sync::Mutex<()>,
+    /// One landing at a time: the head read and the head written must be
+    /// the same one's.
+    landing: tokio::sync::Mutex<()>,
 }
 
 impl Worktrees {
@@ -231,26 +238,21 @@ impl Worktrees {
         let mut readable = vec![git.git_dir.clone()];
         let common = PathBuf::from(common.trim());
         if common != git.git_dir {
-            readable.push(common);
+            readable.push(common.clone());
         }
         Ok(Worktrees {
             git,
             record,
             workspace: workspace.to_path_buf(),
             run_dir: run_dir.to_path_buf(),
+            common,
             readable,
-            shared: tokio::sync::Mutex::new(()),
+            landing: tokio::sync::Mutex::new(()),
         })
     }
 
     pub fn record(&self) -> &IsolationRecord {
         &self.record
-    }
-
-    /// The git directories an agent reads for git to work in its checkout
-    /// (read-only: Landlock lets it write none of them).
-    pub fn readable(&self) -> &[PathBuf] {
-        &self.readable
     }
 
     /// The integration branch's head.
@@ -266,25 +268,45 @@ impl Worktrees {
     }
 
     /// A checkout of the integration head for `attempt` of `step`, in
-    /// `<run>/<step>/checkout-<attempt>`.
+    /// `<run>/<step>/checkout-<attempt>`, with its git directory beside it
+    /// (`checkout-<attempt>.git`).
     pub async fn checkout(&self, step: &str, attempt: u32) -> Result<Checkout, IsolationError> {
         let step_dir = self.run_dir.join(step);
         nofollow::create_dir_all(&step_dir).map_err(io(&step_dir))?;
         let dir = step_dir.join(format!("checkout-{attempt}"));
-        let _turn = self.shared.lock().await;
+        let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
         let base = self.head().await?;
-        let place = Place::default();
-        let args = ["worktree", "add", "--detach", "--quiet"];
-        let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
-        all.push(dir.clone().into_os_string());
-        all.push(base.clone().into());
-        self.git.run(&place, all).await?;
-        let git_dir = worktree_git_dir(&dir).map_err(io(&dir))?;
-        Ok(Checkout {
+        let link = |path: &Path, text: String| {
+            crate::fsutil::write_atomic(path, text.as_bytes(), Durability::Atomic).map_err(io(path))
+        };
+        nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
+        link(&git_dir.join("HEAD"), format!("{base}\n"))?;
+        link(
+            &git_dir.join("commondir"),
+            format!("{}\n", self.common.display()),
+        )?;
+        nofollow::create_new_dir(&dir).map_err(io(&dir))?;
+        let checkout = Checkout {
             dir,
             base,
             git: Git { git_dir },
-        })
+        };
+        let place = Place {
+            work_tree: Some(&checkout.dir),
+            index: None,
+        };
+        checkout
+            .git
+            .run(&place, ["read-tree", "--reset", "-u", "HEAD"])
+            .await?;
+        // So that git works for the agent in its checkout; troupe itself
+        // never reads this file back.
+        let pointer = checkout.dir.join(".git");
+        link(
+            &pointer,
+            format!("gitdir: {}\n", checkout.git.git_dir.display()),
+        )?;
+        Ok(checkout)
     }
 
     /// What the attempt in `checkout` changed: committed on its base, with
@@ -352,7 +374,7 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<Landing, IsolationError> {
-        let _turn = self.shared.lock().await;
+        let _turn = self.landing.lock().await;
         let head = self.head().await?;
         let Some(commit) = change.commit.as_deref() else {
             return Ok(Landing::Landed(head));
@@ -402,28 +424,42 @@ impl Worktrees {
         Ok(Landing::Landed(merge))
     }
 
-    /// Removes a checkout: a rejected attempt's, so the retry starts clean,
-    /// or a landed one's. A failure is said, not fatal.
+    /// Removes a checkout and its git directory: a rejected attempt's, so
+    /// the retry starts clean, or a landed one's. A failure is said, not
+    /// fatal.
     pub async fn discard(&self, checkout: &Checkout) {
-        let _turn = self.shared.lock().await;
-        let mut args: Vec<std::ffi::OsString> = vec!["worktree".into(), "remove".into()];
-        args.extend(["--force".into(), "--force".into()]);
-        args.push(checkout.dir.clone().into_os_string());
-        if let Err(e) = self.git.run(&Place::default(), args).await {
+        let dirs = [checkout.dir.clone(), checkout.git.git_dir.clone()];
+        let removed = tokio::task::spawn_blocking(move || remove_all(&dirs)).await;
+        if let Ok(Err(e)) | Err(e) = removed.map_err(std::io::Error::other) {
             crate::tell!(
                 "troupe: cannot remove the checkout {}: {e}",
                 checkout.dir.display()
             );
         }
     }
+
+    /// The git directories an attempt's agents read: the repository's and
+    /// the checkout's own.
+    pub fn readable_for(&self, checkout: &Checkout) -> Vec<PathBuf> {
+        let mut read = self.readable.clone();
+        read.push(checkout.git.git_dir.clone());
+        read
+    }
 }
 
-/// Removes every checkout left in `run_dir` (those of failed steps) from
-/// the repository; `troupe clean`. The paths removed.
-pub async fn clean(record: &IsolationRecord, run_dir: &Path) -> Result<Vec<PathBuf>, GitError> {
-    let git = Git {
-        git_dir: record.git_dir.clone(),
-    };
+fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {
+    for dir in dirs {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Removes every checkout left in `run_dir` (those of failed steps), with
+/// its git directory; `troupe clean`. The checkouts removed.
+pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in walkdir::WalkDir::new(run_dir)
         .min_depth(2)
@@ -432,17 +468,12 @@ pub async fn clean(record: &IsolationRecord, run_dir: &Path) -> Result<Vec<PathB
         .filter_map(Result::ok)
     {
         let name = entry.file_name().to_string_lossy();
-        if entry.file_type().is_dir() && name.starts_with("checkout-") {
-            let mut args: Vec<std::ffi::OsString> = vec!["worktree".into(), "remove".into()];
-            args.extend(["--force".into(), "--force".into()]);
-            args.push(entry.path().as_os_str().to_owned());
-            if git.run(&Place::default(), args).await.is_err() {
-                std::fs::remove_dir_all(entry.path()).ok();
-            }
+        if entry.file_type().is_dir() && name.starts_with("checkout-") && !name.ends_with(".git") {
+            let git_dir = entry.path().with_file_name(format!("{name}.git"));
+            remove_all(&[entry.path().to_path_buf(), git_dir])?;
             removed.push(entry.path().to_path_buf());
         }
     }
-    git.run(&Place::default(), ["worktree", "prune"]).await?;
     Ok(removed)
 }
 
@@ -504,19 +535,4 @@ async fn snapshot(
         args.extend(["-p", parent]);
     }
     Ok(git.run(&here, args).await?.trim().to_string())
-}
-
-/// The git directory `worktree add` made for the checkout `dir`, from the
-/// `.git` file it wrote there, read before any agent could change it.
-fn worktree_git_dir(dir: &Path) -> std::io::Result<PathBuf> {
-    let text = crate::fsutil::read_record(&dir.join(".git"))?;
-    let path = text
-        .trim()
-        .strip_prefix("gitdir:")
-        .map(|p| PathBuf::from(p.trim()))
-        .ok_or_else(|| std::io::Error::other(format!("unexpected .git file: {text}")))?;
-    Ok(match path.is_absolute() {
-        true => path,
-        false => dir.join(path),
-    })
 }

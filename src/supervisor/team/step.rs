@@ -238,7 +238,10 @@ impl Step<'_> {
                 read,
             })
         };
-        let readable = trees.map(|t| t.readable().to_vec()).unwrap_or_default();
+        let readable = match (trees, &checkout) {
+            (Some(trees), Some(checkout)) => trees.readable_for(checkout),
+            _ => Vec::new(),
+        };
         let worker = match self.worker(attempt, feedback, view(readable.clone())).await {
             Ok(worker) => worker,
             Err(e) => return Ok(Tried::Done(StepEnd::Failed(e.into()))),
