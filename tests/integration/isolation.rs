@@ -400,7 +400,10 @@ fn a_rejected_attempts_changes_are_gone_from_the_retry() {
         planner(json!([step("a", &[]), step("b", &[])])),
         json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("junk.txt", "half done", 0)}),
         json!({"role": "worker", "step": "a", "attempt": 2, "reply": runs("test -e junk.txt && echo dirty > state.txt || echo clean > state.txt", 0)}),
-        json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [verdict(json!(false), "junk")]}),
+        json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [
+            {"tool_calls": [{"name": "run_command", "arguments": {"command": "cat ../change-1.diff"}}]},
+            verdict(json!(false), "junk")
+        ]}),
         worker_rule("b", worker_writes("b", 0)),
         approving_reviewer(),
     ];
