@@ -550,3 +550,73 @@ fn an_interrupted_isolated_run_resumes_on_its_branch() {
     let slow_change = &attempt(&team, "slow", 1)["change"];
     assert!(slow_change["merge"].is_string(), "{slow_change}");
 }
+
+#[test]
+fn without_git_auto_shares_the_workspace_and_worktree_fails_the_run() {
+    let rules = || {
+        vec![
+            planner(json!([step("a", &[]), step("b", &[])])),
+            worker_rule("a", worker_writes("a", 0)),
+            worker_rule("b", worker_writes("b", 0)),
+            approving_reviewer(),
+        ]
+    };
+    let sandbox = Sandbox::new();
+    let mut command = team_command(&sandbox, rules(), &["--max-replans", "0"]);
+    command.env("PATH", "/nonexistent");
+    let shared = finish_team_run(&sandbox, command);
+    assert_eq!(shared.run.code, 0, "{}", shared.run.stderr);
+    assert!(
+        shared
+            .run
+            .stderr
+            .contains("isolation: shared (no checkouts: cannot run git"),
+        "{}",
+        shared.run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "a"
+    );
+    assert!(shared.record()["isolation"].is_null());
+
+    let sandbox = Sandbox::new();
+    let mut command = team_command(
+        &sandbox,
+        rules(),
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
+    command.env("PATH", "/nonexistent");
+    let refused = finish_team_run(&sandbox, command);
+    assert_eq!(refused.run.code, 1, "{}", refused.run.stderr);
+    assert!(
+        refused
+            .run
+            .stderr
+            .contains("--isolation worktree: cannot run git"),
+        "{}",
+        refused.run.stderr
+    );
+    assert_eq!(refused.record()["status"], "failed");
+    assert!(!sandbox.ws().join("a.txt").exists(), "no step ran");
+}
+
+#[test]
+fn one_step_at_a_time_shares_the_workspace_under_auto() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-replans", "0"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let chosen = team.events_of("isolation");
+    assert_eq!(chosen[0]["mode"], "shared", "{chosen:?}");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("b.txt")).unwrap(),
+        "b"
+    );
+}

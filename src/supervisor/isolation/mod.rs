@@ -148,7 +148,7 @@ pub struct Checkout {
     pub dir: PathBuf,
     /// The integration head it was made from.
     pub base: String,
-    /// Its own git directory (index, HEAD), as `worktree add` made it.
+    /// Its own git directory (`HEAD`, index, `commondir`), beside it.
     git: Git,
 }
 
