@@ -26,6 +26,7 @@
 pub mod apply;
 mod conflict;
 pub mod git;
+mod stat;
 
 use std::path::{Path, PathBuf};
 
@@ -116,6 +117,9 @@ pub struct ChangeRecord {
     /// The paths that conflicted with what landed meanwhile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// The change's tree, for the head a fast-forward makes.
+    #[serde(skip)]
+    tree: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +152,8 @@ pub struct Checkout {
     pub dir: PathBuf,
     /// The integration head it was made from.
     pub base: String,
+    /// That head's tree.
+    base_tree: String,
     /// Its own git directory (`HEAD`, index, `commondir`), beside it.
     git: Git,
 }
@@ -171,9 +177,18 @@ pub struct Worktrees {
     common: PathBuf,
     /// What an agent must read for git to work in its checkout.
     readable: Vec<PathBuf>,
-    /// One landing at a time: the head read and the head written must be
-    /// the same one's.
-    landing: tokio::sync::Mutex<()>,
+    /// The integration branch's head as troupe last wrote it, and its
+    /// tree; held while landing, so the head read and the head written are
+    /// the same one's. troupe alone moves the branch during a run (a move
+    /// by anyone else makes the next landing fail, since `update-ref` is
+    /// given the head it expects).
+    head: tokio::sync::Mutex<Head>,
+}
+
+#[derive(Debug, Clone)]
+struct Head {
+    commit: String,
+    tree: String,
 }
 
 impl Worktrees {
@@ -235,6 +250,16 @@ impl Worktrees {
                 ["rev-parse", "--path-format=absolute", "--git-common-dir"],
             )
             .await?;
+        let reference = format!("{}^{{commit}}", record.reference());
+        let tree = format!("{}^{{tree}}", record.reference());
+        let ids = git
+            .run(&Place::default(), ["rev-parse", &reference, &tree])
+            .await?;
+        let mut ids = ids.lines().map(str::to_string);
+        let head = Head {
+            commit: ids.next().unwrap_or_default(),
+            tree: ids.next().unwrap_or_default(),
+        };
         let mut readable = vec![git.git_dir.clone()];
         let common = PathBuf::from(common.trim());
         if common != git.git_dir {
@@ -247,24 +272,12 @@ impl Worktrees {
             run_dir: run_dir.to_path_buf(),
             common,
             readable,
-            landing: tokio::sync::Mutex::new(()),
+            head: tokio::sync::Mutex::new(head),
         })
     }
 
     pub fn record(&self) -> &IsolationRecord {
         &self.record
-    }
-
-    /// The integration branch's head.
-    pub async fn head(&self) -> Result<String, IsolationError> {
-        let head = self
-            .git
-            .run(
-                &Place::default(),
-                ["rev-parse", "--verify", &self.record.reference()],
-            )
-            .await?;
-        Ok(head.trim().to_string())
     }
 
     /// A checkout of the integration head for `attempt` of `step`, in
@@ -275,7 +288,7 @@ impl Worktrees {
         nofollow::create_dir_all(&step_dir).map_err(io(&step_dir))?;
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
-        let base = self.head().await?;
+        let Head { commit: base, tree } = self.head.lock().await.clone();
         let link = |path: &Path, text: String| {
             crate::fsutil::write_atomic(path, text.as_bytes(), Durability::Atomic).map_err(io(path))
         };
@@ -289,6 +302,7 @@ impl Worktrees {
         let checkout = Checkout {
             dir,
             base,
+            base_tree: tree,
             git: Git { git_dir },
         };
         let place = Place {
@@ -330,9 +344,7 @@ impl Worktrees {
         let tree = checkout.git.run(&place, ["write-tree"]).await?;
         let tree = tree.trim();
         let here = Place::default();
-        let base_tree = format!("{}^{{tree}}", checkout.base);
-        let base_tree = self.git.run(&here, ["rev-parse", &base_tree]).await?;
-        if base_tree.trim() == tree {
+        if checkout.base_tree == tree {
             return Ok(change);
         }
         let message = format!("troupe: {step}, attempt {attempt}");
@@ -344,12 +356,13 @@ impl Worktrees {
             )
             .await?;
         let commit = commit.trim().to_string();
+        change.tree = tree.to_string();
         let range = [checkout.base.as_str(), commit.as_str()];
-        let stat = ["diff", "--no-color", "--no-renames", "--stat"];
-        change.stat = self.git.run(&here, stat.iter().chain(&range)).await?;
-        let names = ["diff", "--no-renames", "--name-only"];
-        let files = self.git.run(&here, names.iter().chain(&range)).await?;
-        change.files = files.lines().map(str::to_string).collect();
+        let numstat = ["diff", "--no-renames", "--numstat", "-z"];
+        let counts = self.git.run(&here, numstat.iter().chain(&range)).await?;
+        let counted = stat::parse_numstat(&counts);
+        change.stat = stat::render(&counted);
+        change.files = counted.into_iter().map(|c| c.path).collect();
         let whole = ["diff", "--no-color", "--no-renames", "--binary"];
         let diff = self.git.run(&here, whole.iter().chain(&range)).await?;
         let path = self.diff_path(step, attempt);
@@ -374,8 +387,8 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<Landing, IsolationError> {
-        let _turn = self.landing.lock().await;
-        let head = self.head().await?;
+        let mut current = self.head.lock().await;
+        let head = current.commit.clone();
         let Some(commit) = change.commit.as_deref() else {
             return Ok(Landing::Landed(head));
         };
@@ -385,6 +398,10 @@ impl Worktrees {
         if head == change.base {
             let args = ["update-ref", "-m", &message, &reference, commit, &head];
             self.git.run(&here, args).await?;
+            *current = Head {
+                commit: commit.to_string(),
+                tree: change.tree.clone(),
+            };
             return Ok(Landing::Landed(commit.to_string()));
         }
         let args = ["merge-tree", "--write-tree", "--name-only", &head, commit];
@@ -421,6 +438,10 @@ impl Worktrees {
         let merge = merge.trim().to_string();
         let args = ["update-ref", "-m", &message, &reference, &merge, &head];
         self.git.run(&here, args).await?;
+        *current = Head {
+            commit: merge.clone(),
+            tree: tree.to_string(),
+        };
         Ok(Landing::Landed(merge))
     }
 
