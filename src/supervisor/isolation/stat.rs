@@ -80,7 +80,11 @@ mod tests {
 
     #[test]
     fn the_stat_reads_like_gits() {
-        let counted = parse_numstat("1\t0\ta.txt\0-\t-\timage.png\02\t3\tsrc/lib.rs\0");
+        let counted = parse_numstat(concat!(
+            "1\t0\ta.txt\0",
+            "-\t-\timage.png\0",
+            "2\t3\tsrc/lib.rs\0"
+        ));
         assert_eq!(counted.len(), 3);
         assert_eq!(counted[1].lines, None);
         assert_eq!(
