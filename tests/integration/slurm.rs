@@ -63,7 +63,7 @@ fn a_team_runs_its_agents_as_job_steps() {
         worker_rule("c", worker_writes("c", 0)),
         approving_reviewer(),
     ];
-    let team = team_run(&sandbox, rules, &["--launcher", SRUN]);
+    let team = team_run(&sandbox, rules, &["--launcher", SRUN, "--apply"]);
     assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
     for id in ["a", "b", "c"] {
         assert_eq!(team.step(id)["status"], "completed");
