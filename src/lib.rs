@@ -23,6 +23,7 @@ pub mod deadline;
 pub mod fsutil;
 pub mod inspect;
 pub mod llm;
+pub mod mcp;
 pub mod paint;
 pub mod prompts;
 pub mod protocol;

@@ -202,10 +202,15 @@ async fn run_task(
         Arc::clone(&stats),
         task.limits.heartbeat_seconds,
     );
+    let servers = crate::tools::mcp::start(&task.mcp, &ctx).await;
+    for warning in &servers.warnings {
+        crate::tell!("troupe-agent: {warning}");
+    }
     let registry = match task.role {
         AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
         AgentRole::Worker => ToolRegistry::worker(),
-    };
+    }
+    .with(servers.tools);
     let calls = CallRunner {
         registry,
         ctx: Arc::clone(&ctx),

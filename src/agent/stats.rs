@@ -14,6 +14,7 @@ pub struct StatsCounter {
     files_read: AtomicU64,
     searches: AtomicU64,
     commands: AtomicU64,
+    mcp_calls: AtomicU64,
     model_wait_us: AtomicU64,
     usage: Mutex<Usage>,
     sandbox: Option<SandboxReport>,
@@ -27,6 +28,7 @@ impl StatsCounter {
             files_read: AtomicU64::new(0),
             searches: AtomicU64::new(0),
             commands: AtomicU64::new(0),
+            mcp_calls: AtomicU64::new(0),
             model_wait_us: AtomicU64::new(0),
             usage: Mutex::new(Usage::default()),
         }
@@ -37,6 +39,7 @@ impl StatsCounter {
             Counter::FilesRead => &self.files_read,
             Counter::Searches => &self.searches,
             Counter::Commands => &self.commands,
+            Counter::McpCalls => &self.mcp_calls,
         };
         cell.fetch_add(1, Ordering::Relaxed);
     }
@@ -66,6 +69,7 @@ impl StatsCounter {
             commands: self.commands.load(Ordering::Relaxed),
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
             sandbox: self.sandbox.clone(),
+            mcp_calls: self.mcp_calls.load(Ordering::Relaxed),
             transcript_ms: None,
             model_wait_ms: Some(self.model_wait_us.load(Ordering::Relaxed) as f64 / 1000.0),
         }

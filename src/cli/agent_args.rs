@@ -42,6 +42,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "DIR")]
     pub prompts_dir: Option<PathBuf>,
 
+    /// An MCP tool server for the agents, as NAME=COMMAND [ARGS...]
+    /// (repeatable; `[mcp_servers.NAME]` in troupe.toml takes more
+    /// settings). The agent starts it inside its own sandbox; its tools
+    /// appear as mcp__NAME__TOOL.
+    #[arg(long, value_name = "NAME=COMMAND")]
+    pub mcp: Vec<String>,
+
     /// The troupe-agent binary (default: the one next to troupe)
     /// [env: TROUPE_AGENT_BIN].
     #[arg(long, value_name = "PATH")]
@@ -130,16 +137,30 @@ impl AgentArgs {
             .unwrap_or_default();
         crate::fsutil::set_mode(durability);
         let (program, program_takes_session) = super::agent_program(agent_bin.as_deref())?;
+        let mcp =
+            crate::mcp::config::gather(sources.mcp_servers(), &self.mcp).map_err(UsageError::of)?;
+        let mut hygiene = self.hygiene(api_key_envs)?;
+        for name in mcp.iter().flat_map(|server| &server.env) {
+            if api_key_envs.contains(name) {
+                return Err(UsageError::Said(format!(
+                    "an MCP server's env names {name}, which would hand the API key to the agents; only troupe itself talks to the model"
+                )));
+            }
+            if !hygiene.pass_env.contains(name) {
+                hygiene.pass_env.push(name.clone());
+            }
+        }
         Ok(AgentSettings {
             program,
             program_takes_session,
             serve: self.serve_limits(),
-            hygiene: self.hygiene(api_key_envs)?,
+            hygiene,
             limits: self.agent_limits(max_tokens),
             sandbox: self.sandbox(sources)?,
             prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
             launcher: launcher_of(launcher.as_deref(), results)?,
             durability,
+            mcp,
         })
     }
 

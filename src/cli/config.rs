@@ -35,6 +35,9 @@ struct ConfigFile {
     /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
     #[serde(default)]
     roles: std::collections::BTreeMap<Role, RoleConfig>,
+    /// `[mcp_servers.NAME]`.
+    #[serde(default)]
+    mcp_servers: std::collections::BTreeMap<String, crate::mcp::config::McpServer>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -179,6 +182,17 @@ impl Lookup for Sources {
                 origin: format!("{key} in {}", file.display()),
             })
         })
+    }
+
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
+        self.file
+            .mcp_servers
+            .iter()
+            .map(|(name, server)| crate::mcp::config::McpServer {
+                name: name.clone(),
+                ..server.clone()
+            })
+            .collect()
     }
 }
 

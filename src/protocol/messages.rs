@@ -155,6 +155,9 @@ pub struct AgentStats {
     pub commands: u64,
     #[serde(default)]
     pub token_usage: Usage,
+    /// Calls of MCP servers' tools.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mcp_calls: u64,
     /// What the agent's sandbox enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxReport>,
@@ -167,6 +170,10 @@ pub struct AgentStats {
     /// less the endpoint's own time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_wait_ms: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Seconds to two decimals, as `runtime_seconds` is written: precise

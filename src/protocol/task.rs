@@ -55,6 +55,10 @@ pub struct TaskFile {
     pub limits: AgentLimits,
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    /// The MCP servers whose tools the agent gets; it starts them itself,
+    /// inside its sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<crate::mcp::config::McpServer>,
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
     pub durability: crate::fsutil::DurabilityMode,
@@ -93,6 +97,7 @@ impl TaskFile {
             prompts_dir: None,
             limits: AgentLimits::default(),
             sandbox: SandboxSettings::default(),
+            mcp: Vec::new(),
             durability: crate::fsutil::DurabilityMode::default(),
             created_at,
         }

@@ -25,6 +25,11 @@ pub struct Sourced {
 pub trait Lookup {
     /// The setting whose variable is `env` (e.g. `TROUPE_MODEL`).
     fn get(&self, env: &str) -> Option<Sourced>;
+
+    /// The MCP servers a config file names (`[mcp_servers.NAME]`).
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
+        Vec::new()
+    }
 }
 
 /// The environment alone: what `troupe-agent` stand-alone uses.

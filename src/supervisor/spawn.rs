@@ -54,6 +54,8 @@ pub struct AgentSettings {
     /// Places each agent elsewhere (`--launcher`).
     pub launcher: Option<Launcher>,
     pub durability: crate::fsutil::DurabilityMode,
+    /// Every configured MCP server; each agent gets those of its role.
+    pub mcp: Vec<crate::mcp::config::McpServer>,
 }
 
 impl AgentSettings {
@@ -64,6 +66,12 @@ impl AgentSettings {
         task.limits = self.limits.clone();
         task.sandbox = self.sandbox.clone();
         task.durability = self.durability;
+        task.mcp = self
+            .mcp
+            .iter()
+            .filter(|server| server.serves(task.role))
+            .cloned()
+            .collect();
     }
 }
 

@@ -9,6 +9,7 @@ mod edit_file;
 mod fence;
 mod finish_task;
 mod list_dir;
+pub mod mcp;
 mod process_groups;
 mod read_file;
 mod run_command;
@@ -45,6 +46,7 @@ pub enum Counter {
     FilesRead,
     Searches,
     Commands,
+    McpCalls,
 }
 
 /// What `finish_task` hands back to the loop.
@@ -336,6 +338,17 @@ impl ToolRegistry {
                 })
                 .collect(),
         }
+    }
+
+    /// The registry with `tools` after the built-in ones (an MCP server's);
+    /// a name already taken keeps its first tool.
+    pub fn with(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
+        for tool in tools {
+            if self.get(tool.about().name).is_none() {
+                self.tools.push(tool);
+            }
+        }
+        self
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {

@@ -1,0 +1,181 @@
+//! One stdio MCP server, started and spoken to with the official SDK
+//! (rmcp): started by whoever asks (the agent, inside its sandbox; `troupe
+//! mcp list`, to show the tools), in the workspace, with a scrubbed
+//! environment, in a process group of its own that dies with its owner.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+
+use super::config::McpServer;
+
+/// What a server may always have from the environment it starts in.
+const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TZ", "TMPDIR"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("the MCP server `{server}` did not start ({command}): {why}")]
+    Start {
+        server: String,
+        command: String,
+        why: String,
+    },
+    #[error("the MCP server `{server}` did not answer within {secs} s")]
+    Timeout { server: String, secs: u64 },
+    #[error("the MCP server `{server}` failed: {why}")]
+    Failed { server: String, why: String },
+}
+
+/// A running server.
+pub struct Connection {
+    service: RunningService<RoleClient, ()>,
+    /// Its process group, for whoever must kill it.
+    pub pgid: Option<i32>,
+}
+
+impl Connection {
+    /// Starts `server` in `workspace`, its stderr appended to `log`, and
+    /// shakes hands, within its timeout.
+    pub async fn start(
+        server: &McpServer,
+        workspace: &Path,
+        log: Option<&Path>,
+    ) -> Result<Connection, McpError> {
+        let program = server.command.clone().unwrap_or_default();
+        let command_line = std::iter::once(program.as_str())
+            .chain(server.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let failed = |why: String| McpError::Start {
+            server: server.name.clone(),
+            command: command_line.clone(),
+            why,
+        };
+        let mut command = tokio::process::Command::new(&program);
+        command
+            .args(&server.args)
+            .current_dir(workspace)
+            .env_clear()
+            .process_group(0)
+            .kill_on_drop(true);
+        for name in KEPT_ENV
+            .iter()
+            .copied()
+            .chain(server.env.iter().map(String::as_str))
+        {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                crate::fsutil::open_append(path)
+                    .map_err(|e| failed(format!("{}: {e}", path.display())))?,
+            ),
+            None => Stdio::null(),
+        };
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => failed(format!(
+                    "{e}: the agent's sandbox may not read the program or what it loads; name their directories with --allow-read, or install the server under a system directory"
+                )),
+                std::io::ErrorKind::NotFound => failed(format!("{e}: no such program on PATH")),
+                _ => failed(e.to_string()),
+            })?;
+        let pgid = transport.id().and_then(|id| i32::try_from(id).ok());
+        let limit = Duration::from_secs(server.timeout_secs);
+        let service = match tokio::time::timeout(limit, ().serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => {
+                return Err(failed(format!(
+                    "{e} (it exited, or does not speak MCP on stdio)"
+                )));
+            }
+            Err(_) => {
+                if let Some(pgid) = pgid {
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pgid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                return Err(failed(format!(
+                    "no answer to the handshake within {} s",
+                    server.timeout_secs
+                )));
+            }
+        };
+        Ok(Connection { service, pgid })
+    }
+
+    /// Every tool the server offers.
+    pub async fn tools(&self, server: &McpServer) -> Result<Vec<Tool>, McpError> {
+        let limit = Duration::from_secs(server.timeout_secs);
+        match tokio::time::timeout(limit, self.service.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(McpError::Failed {
+                server: server.name.clone(),
+                why: format!("listing its tools: {e}"),
+            }),
+            Err(_) => Err(McpError::Timeout {
+                server: server.name.clone(),
+                secs: server.timeout_secs,
+            }),
+        }
+    }
+
+    /// Calls `tool` with `arguments`; the result as the protocol's JSON
+    /// (`content`, `isError`, `structuredContent`).
+    pub async fn call(
+        &self,
+        server: &McpServer,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Value, McpError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(arguments);
+        let limit = Duration::from_secs(server.timeout_secs);
+        match tokio::time::timeout(limit, self.service.peer().call_tool(params)).await {
+            Ok(Ok(result)) => serde_json::to_value(&result).map_err(|e| McpError::Failed {
+                server: server.name.clone(),
+                why: e.to_string(),
+            }),
+            Ok(Err(e)) => Err(McpError::Failed {
+                server: server.name.clone(),
+                why: e.to_string(),
+            }),
+            Err(_) => Err(McpError::Timeout {
+                server: server.name.clone(),
+                secs: server.timeout_secs,
+            }),
+        }
+    }
+
+    /// Whether the server is gone (exited, or its pipe closed).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_transport_closed()
+    }
+
+    /// Stops the server: the protocol's shutdown, then its group killed.
+    pub async fn stop(self) {
+        let _ = self.service.cancel().await;
+        if let Some(pgid) = self.pgid {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Where an agent's server keeps its stderr: `.subagent/mcp-<name>.log`.
+pub fn log_path(subagent_dir: &Path, server: &str) -> PathBuf {
+    subagent_dir.join(format!("mcp-{server}.log"))
+}

@@ -1,0 +1,285 @@
+//! The tools of MCP servers, as the model sees them: `mcp__<server>__<tool>`
+//! with the server's own description and input schema, after the built-in
+//! tools.
+//!
+//! The agent starts each stdio server itself, after its sandbox is in
+//! place, so a server runs with the agent's Landlock domain, without
+//! capabilities or network, with a scrubbed environment, and in the
+//! agent's session (its kill reaches the server). A server that fails is
+//! never the agent's end: its tools answer with a tool error that says
+//! what happened, and a server that died is started again, once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
+use crate::mcp::client::{Connection, McpError, log_path};
+use crate::mcp::config::{McpServer, tool_name};
+use crate::protocol::SUBAGENT_DIR;
+
+/// One server an agent uses, started on demand again when it died.
+pub struct ServerSlot {
+    config: McpServer,
+    workspace: PathBuf,
+    log: PathBuf,
+    connection: tokio::sync::Mutex<Option<Connection>>,
+    restarted: AtomicBool,
+}
+
+/// The tools of every server the agent was given, and a line for each
+/// server that could not be used.
+pub struct Started {
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub warnings: Vec<String>,
+}
+
+/// Starts `servers` (at once), lists their tools and keeps those their
+/// filters admit.
+pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
+    let subagent = ctx.fence.agent_dir().join(SUBAGENT_DIR);
+    let starts = servers.iter().map(|config| {
+        let slot = Arc::new(ServerSlot {
+            config: config.clone(),
+            workspace: ctx.fence.workspace().to_path_buf(),
+            log: log_path(&subagent, &config.name),
+            connection: tokio::sync::Mutex::new(None),
+            restarted: AtomicBool::new(false),
+        });
+        async move {
+            let listed = async {
+                let connection =
+                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log)).await?;
+                if let Some(pgid) = connection.pgid {
+                    ctx.groups.add(pgid);
+                }
+                let tools = connection.tools(&slot.config).await;
+                *slot.connection.lock().await = Some(connection);
+                tools
+            }
+            .await;
+            (slot, listed)
+        }
+    });
+    let mut started = Started {
+        tools: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (slot, listed) in futures_util::future::join_all(starts).await {
+        match listed {
+            Ok(tools) => {
+                for tool in tools
+                    .into_iter()
+                    .filter(|t| slot.config.tools.admits(&t.name))
+                {
+                    started.tools.push(Arc::new(McpTool::new(&slot, &tool)));
+                }
+            }
+            Err(e) => {
+                // Tools the filter names still answer, with why they cannot.
+                for name in slot.config.tools.allow.iter().flatten() {
+                    let tool = rmcp::model::Tool::new(
+                        name.clone(),
+                        format!(
+                            "{name} of the MCP server {} (which did not start)",
+                            slot.config.name
+                        ),
+                        Arc::new(serde_json::Map::new()),
+                    );
+                    started.tools.push(Arc::new(McpTool::new(&slot, &tool)));
+                }
+                started
+                    .warnings
+                    .push(format!("{e}; its tools are not available"));
+            }
+        }
+    }
+    started
+}
+
+struct McpTool {
+    slot: Arc<ServerSlot>,
+    /// The tool's name on its server.
+    remote: String,
+    about: About,
+    parameters: Value,
+    /// Files saved of what a call returned that is not text.
+    saved: AtomicU64,
+}
+
+impl McpTool {
+    fn new(slot: &Arc<ServerSlot>, tool: &rmcp::model::Tool) -> Self {
+        // A tool's name and description live as long as the agent, which
+        // makes a handful at start: leaked once, they fit `About`, which
+        // the built-in tools fill with constants.
+        let name: &'static str =
+            Box::leak(tool_name(&slot.config.name, &tool.name).into_boxed_str());
+        let description = tool
+            .description
+            .as_deref()
+            .unwrap_or("(the server gives no description)");
+        let description: &'static str = Box::leak(
+            format!("{description} (MCP server `{}`)", slot.config.name).into_boxed_str(),
+        );
+        let mut parameters = Value::Object((*tool.input_schema).clone());
+        if parameters.get("type").is_none() {
+            parameters["type"] = Value::from("object");
+        }
+        McpTool {
+            slot: Arc::clone(slot),
+            remote: tool.name.to_string(),
+            about: About::changing(name, description).counting(Counter::McpCalls),
+            parameters,
+            saved: AtomicU64::new(0),
+        }
+    }
+
+    async fn run(&self, arguments: &str, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let arguments = match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        }) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) | Err(_) => {
+                return Err(ToolError::RespondToModel(format!(
+                    "the arguments of {} must be a JSON object",
+                    self.about.name
+                )));
+            }
+        };
+        let config = &self.slot.config;
+        let mut connection = self.slot.connection.lock().await;
+        if connection.as_ref().is_none_or(Connection::is_closed) {
+            if let Some(old) = connection.take() {
+                old.stop().await;
+            }
+            if self.slot.restarted.swap(true, Ordering::SeqCst) {
+                return Ok(failed(format!(
+                    "the MCP server `{}` is not running and was started again once already; its tools are not available",
+                    config.name
+                )));
+            }
+            match Connection::start(config, &self.slot.workspace, Some(&self.slot.log)).await {
+                Ok(started) => {
+                    if let Some(pgid) = started.pgid {
+                        ctx.groups.add(pgid);
+                    }
+                    *connection = Some(started);
+                }
+                Err(e) => return Ok(failed(e.to_string())),
+            }
+        }
+        let Some(live) = connection.as_ref() else {
+            return Ok(failed(format!(
+                "the MCP server `{}` is not running",
+                config.name
+            )));
+        };
+        match live.call(config, &self.remote, arguments).await {
+            Ok(result) => Ok(self.render(&result, ctx)),
+            Err(e @ McpError::Timeout { .. }) => Ok(failed(format!(
+                "{e}; the call was abandoned (timeout_secs {})",
+                config.timeout_secs
+            ))),
+            Err(e) => Ok(failed(e.to_string())),
+        }
+    }
+
+    /// The call's result as the model reads it: its text, and for an image
+    /// or a binary resource, the file it was saved to.
+    fn render(&self, result: &Value, ctx: &ToolContext) -> ToolOutput {
+        let mut parts: Vec<String> = Vec::new();
+        for block in result["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str().unwrap_or("") {
+                "text" => parts.push(block["text"].as_str().unwrap_or("").to_string()),
+                "resource" => {
+                    let resource = &block["resource"];
+                    match resource["text"].as_str() {
+                        Some(text) => parts.push(text.to_string()),
+                        None => parts.push(self.save(resource["blob"].as_str(), "bin", ctx)),
+                    }
+                }
+                "resource_link" => {
+                    parts.push(format!("resource: {}", block["uri"].as_str().unwrap_or("")))
+                }
+                "image" | "audio" => {
+                    let mime = block["mimeType"].as_str().unwrap_or("");
+                    let extension = mime.rsplit('/').next().unwrap_or("bin");
+                    parts.push(self.save(block["data"].as_str(), extension, ctx));
+                }
+                other => parts.push(format!("(content of type `{other}` left out)")),
+            }
+        }
+        if parts.is_empty()
+            && let Some(structured) = result.get("structuredContent")
+        {
+            parts.push(structured.to_string());
+        }
+        let text = parts.join("\n");
+        match result["isError"].as_bool().unwrap_or(false) {
+            true => ToolOutput::failed(
+                format!("the MCP tool {} reported an error", self.remote),
+                text,
+            ),
+            false => ToolOutput::ok(text),
+        }
+    }
+
+    /// Saves base64 `data` under `.subagent/outputs/`; the line that says
+    /// where.
+    fn save(&self, data: Option<&str>, extension: &str, ctx: &ToolContext) -> String {
+        let Some(bytes) = data.and_then(decode_base64) else {
+            return "(binary content that is not valid base64, left out)".to_string();
+        };
+        let n = self.saved.fetch_add(1, Ordering::Relaxed) + 1;
+        let dir = ctx.fence.agent_dir().join(SUBAGENT_DIR).join("outputs");
+        let extension: String = extension
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(8)
+            .collect();
+        let path = dir.join(format!("{}-{n}.{extension}", self.about.name));
+        let saved = crate::fsutil::nofollow::create_dir_all(&dir).and_then(|_| {
+            crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Atomic)
+        });
+        match saved {
+            Ok(()) => format!("({} bytes saved to {})", bytes.len(), path.display()),
+            Err(e) => format!("({} bytes that could not be saved: {e})", bytes.len()),
+        }
+    }
+}
+
+fn failed(error: String) -> ToolOutput {
+    ToolOutput::failed(error, "")
+}
+
+impl Tool for McpTool {
+    fn about(&self) -> About {
+        self.about
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(self.run(arguments, ctx))
+    }
+}
+
+/// Standard base64, as MCP carries binary content; `None` for anything
+/// else.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()
+}
