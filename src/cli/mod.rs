@@ -11,6 +11,7 @@ mod agents;
 mod background;
 mod config;
 mod isolated;
+mod mcp;
 mod plan;
 mod run;
 mod runs;
@@ -122,6 +123,9 @@ enum Command {
     /// Remove the checkouts a run made with --isolation worktree kept for
     /// its failed steps; the branch stays.
     Clean(isolated::CleanArgs),
+    /// MCP tool servers: `troupe mcp list` starts each configured one and
+    /// prints its tools.
+    Mcp(mcp::McpArgs),
     /// Run one agent to completion and print its result object as JSON.
     ///
     /// Progress goes to stderr, one line per model turn and tool call. The
@@ -171,6 +175,7 @@ pub fn main() -> ExitCode {
             Command::Report(args) => show::report(args),
             Command::Runs(args) => runs::runs(args),
             Command::Apply(args) => isolated::apply_run(args).await,
+            Command::Mcp(args) => mcp::mcp(args, &sources).await,
             Command::Clean(args) => isolated::clean(args).await,
             Command::Completions(args) => about::completions(args),
             Command::Man(args) => about::man(args),
