@@ -73,6 +73,9 @@ impl Connection {
                 command.env(name, value);
             }
         }
+        if crate::sandbox::git_config_closed() {
+            command.env("GIT_CONFIG_GLOBAL", "/dev/null");
+        }
         let stderr = match log {
             Some(path) => Stdio::from(
                 crate::fsutil::open_append(path)

@@ -152,3 +152,25 @@ fn add_missing(report: &mut SandboxReport, missing: Vec<String>) {
     notes.extend(missing);
     report.note = notes.join("; ");
 }
+
+/// Whether the user's global git configuration is there but closed to
+/// the agent (home is outside the sandbox's read scope). git then stops
+/// with "unknown error occurred while reading the configuration files";
+/// the agent's commands and MCP servers get none instead
+/// (`GIT_CONFIG_GLOBAL=/dev/null`), as if there were no such file, so git
+/// works in the workspace (or an isolated step's checkout).
+pub fn git_config_closed() -> bool {
+    if std::env::var_os("GIT_CONFIG_GLOBAL").is_some() {
+        return false;
+    }
+    let Some(home) = std::env::var_os("HOME") else {
+        return false;
+    };
+    let home = std::path::Path::new(&home);
+    [home.join(".gitconfig"), home.join(".config/git/config")]
+        .iter()
+        .any(|path| {
+            std::fs::File::open(path)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        })
+}

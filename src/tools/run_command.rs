@@ -47,27 +47,6 @@ fn make_tmp_dir() {
     }
 }
 
-/// Whether the user's global git configuration is there but closed to
-/// the agent (home is outside the sandbox's read scope). git then stops
-/// with "unknown error occurred while reading the configuration files";
-/// a command gets none instead, as if there were no such file, so git
-/// works in the workspace (or an isolated step's checkout).
-fn git_config_unreadable() -> bool {
-    if std::env::var_os("GIT_CONFIG_GLOBAL").is_some() {
-        return false;
-    }
-    let Some(home) = std::env::var_os("HOME") else {
-        return false;
-    };
-    let home = std::path::Path::new(&home);
-    [home.join(".gitconfig"), home.join(".config/git/config")]
-        .iter()
-        .any(|path| {
-            std::fs::File::open(path)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-        })
-}
-
 async fn run(
     command: &str,
     cwd: &std::path::Path,
@@ -76,7 +55,7 @@ async fn run(
 ) -> Result<ToolOutput, ToolError> {
     make_tmp_dir();
     let mut sh = Command::new("sh");
-    if git_config_unreadable() {
+    if crate::sandbox::git_config_closed() {
         sh.env("GIT_CONFIG_GLOBAL", "/dev/null");
     }
     sh.arg("-c")

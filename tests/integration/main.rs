@@ -17,6 +17,7 @@ mod http_client;
 mod inspect;
 mod isolation;
 mod launcher;
+mod mcp;
 mod newcomer;
 mod real_endpoint;
 mod real_models;

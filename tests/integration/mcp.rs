@@ -1,0 +1,304 @@
+//! MCP tool servers for agents, against real third-party servers from
+//! PyPI and npm (installed by `.ci/mcp-up`, named by TROUPE_MCP_BIN), run
+//! by the real binaries with the scripted model.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{Run, Sandbox, present, run, spawn_command, troupe};
+use crate::hostile::outside;
+
+/// The servers' directory and the directories their programs load from,
+/// or `None` (a skip, or a failure under CI) when `.ci/mcp-up` did not
+/// run.
+fn servers(test: &str) -> Option<(PathBuf, Vec<String>)> {
+    let bin = std::env::var_os("TROUPE_MCP_BIN").map(PathBuf::from);
+    let here = bin
+        .as_ref()
+        .is_some_and(|b| b.join("mcp-server-git").exists());
+    if !present(test, "the MCP servers of .ci/mcp-up (TROUPE_MCP_BIN)", here) {
+        return None;
+    }
+    let read = std::env::var("TROUPE_MCP_READ")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    Some((bin?, read))
+}
+
+/// A worker that makes `calls` (name, arguments) one turn each, then
+/// finishes.
+fn calling(sandbox: &Sandbox, calls: &[(&str, Value)]) -> String {
+    let mut reply: Vec<Value> = calls
+        .iter()
+        .map(|(name, arguments)| json!({"tool_calls": [{"name": name, "arguments": arguments}]}))
+        .collect();
+    reply.push(json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "used the servers"}}]}));
+    sandbox.script(json!({"rules": [{"role": "worker", "reply": reply}]}))
+}
+
+/// `troupe spawn` of agent 1 with `extra`, the servers' directories
+/// readable to it.
+fn spawn_with(sandbox: &Sandbox, model: &str, read: &[String], extra: &[&str]) -> Run {
+    let mut command = spawn_command(sandbox, 1, "use the tool servers", model);
+    for dir in read {
+        command.args(["--allow-read", dir]);
+    }
+    command.args(extra);
+    run(command)
+}
+
+/// The content of every tool result the agent got, in order.
+fn tool_results(sandbox: &Sandbox) -> Vec<Value> {
+    sandbox.transcript(1)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[test]
+fn a_worker_calls_the_git_servers_tools_and_the_record_shows_it() {
+    let Some((bin, read)) = servers("mcp git") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let ws = sandbox.ws();
+    std::fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("notes.txt"), "first\n").unwrap();
+    git(&ws, &["add", "notes.txt"]);
+    git(&ws, &["commit", "-q", "-m", "the first commit"]);
+    std::fs::write(ws.join("notes.txt"), "first\nsecond\n").unwrap();
+    let repo = ws.display().to_string();
+    let model = calling(
+        &sandbox,
+        &[
+            ("mcp__git__git_status", json!({"repo_path": repo})),
+            (
+                "mcp__git__git_log",
+                json!({"repo_path": repo, "max_count": 1}),
+            ),
+        ],
+    );
+    let server = format!(
+        "git={} --repository {repo}",
+        bin.join("mcp-server-git").display()
+    );
+    let out = spawn_with(&sandbox, &model, &read, &["--mcp", &server]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = tool_results(&sandbox);
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    let status = results[0]["content"].as_str().unwrap();
+    assert!(status.contains("notes.txt"), "{status}");
+    let log = results[1]["content"].as_str().unwrap();
+    assert!(log.contains("the first commit"), "{log}");
+    assert_eq!(out.json()["stats"]["mcp_calls"], 2);
+    assert_eq!(sandbox.transcript(1)["stats"]["mcp_calls"], 2);
+    let task = std::fs::read_to_string(sandbox.agent_dir(1).join(".subagent/task.json")).unwrap();
+    assert!(
+        task.contains("mcp-server-git"),
+        "the task file names the server"
+    );
+    let log = sandbox.agent_dir(1).join(".subagent/mcp-git.log");
+    assert!(log.exists(), "the server's stderr is kept");
+}
+
+#[test]
+fn a_server_allowed_the_whole_root_still_writes_only_where_the_agent_may() {
+    let Some((bin, read)) = servers("mcp filesystem") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let outside = outside(&sandbox);
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let inside = sandbox.ws().join("inside.txt").display().to_string();
+    let escape = outside.join("escape.txt").display().to_string();
+    let model = calling(
+        &sandbox,
+        &[
+            (
+                "mcp__fs__write_file",
+                json!({"path": inside, "content": "in"}),
+            ),
+            (
+                "mcp__fs__write_file",
+                json!({"path": escape, "content": "out"}),
+            ),
+        ],
+    );
+    let server = format!("fs={} /", bin.join("mcp-server-filesystem").display());
+    // The server lists the root it is given, so the agent may read
+    // everything; what it may write stays the workspace.
+    let out = spawn_with(
+        &sandbox,
+        &model,
+        &read,
+        &["--mcp", &server, "--read-scope", "all"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = tool_results(&sandbox);
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in");
+    assert_eq!(results[1]["success"], false, "{}", results[1]);
+    let said = results[1].to_string();
+    assert!(
+        said.contains("EACCES") || said.contains("ermission denied"),
+        "denied by the agent's sandbox: {said}"
+    );
+    assert!(
+        !outside.join("escape.txt").exists(),
+        "nothing written outside"
+    );
+}
+
+#[test]
+fn a_missing_a_quitting_and_a_hanging_server_and_a_denied_tool_are_tool_errors() {
+    let Some((bin, read)) = servers("mcp failures") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[mcp_servers.missing]
+command = "/nonexistent/mcp-server"
+tools = {{ allow = ["x"] }}
+
+[mcp_servers.quits]
+command = "true"
+tools = {{ allow = ["x"] }}
+
+[mcp_servers.hangs]
+command = "sleep"
+args = ["1000"]
+timeout_secs = 2
+tools = {{ allow = ["x"] }}
+
+[mcp_servers.time]
+command = "{}"
+tools = {{ allow = ["get_current_time"] }}
+"#,
+            bin.join("mcp-server-time").display()
+        ),
+    )
+    .unwrap();
+    let model = calling(
+        &sandbox,
+        &[
+            ("mcp__missing__x", json!({})),
+            ("mcp__quits__x", json!({})),
+            ("mcp__hangs__x", json!({})),
+            (
+                "mcp__time__convert_time",
+                json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "UTC"}),
+            ),
+            ("mcp__time__get_current_time", json!({"timezone": "UTC"})),
+        ],
+    );
+    let out = spawn_with(
+        &sandbox,
+        &model,
+        &read,
+        &["--config", &config.display().to_string()],
+    );
+    assert_eq!(out.code, 0, "the agent finishes: {}", out.stderr);
+    let results = tool_results(&sandbox);
+    let said = |i: usize| results[i].to_string();
+    assert!(
+        said(0).contains("did not start") && said(0).contains("no such program"),
+        "{}",
+        said(0)
+    );
+    assert!(said(1).contains("`quits` did not start"), "{}", said(1));
+    assert!(
+        said(2).contains("no answer to the handshake within 2 s"),
+        "{}",
+        said(2)
+    );
+    assert_eq!(results[3]["success"], false, "{}", said(3));
+    assert!(said(3).contains("mcp__time__convert_time"), "{}", said(3));
+    assert_eq!(results[4]["success"], true, "{}", said(4));
+    assert!(said(4).contains("datetime"), "{}", said(4));
+}
+
+#[test]
+fn mcp_list_prints_each_servers_tools() {
+    let Some((bin, _)) = servers("mcp list") else {
+        return;
+    };
+    let time = format!("time={}", bin.join("mcp-server-time").display());
+    let mut command = troupe();
+    command.args([
+        "mcp",
+        "list",
+        "--mcp",
+        &time,
+        "--mcp",
+        "gone=/nonexistent/x",
+    ]);
+    let out = run(command);
+    assert_eq!(out.code, 1, "one server did not start: {}", out.stderr);
+    assert!(out.stdout.contains("time ("), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("mcp__time__get_current_time"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("gone: the MCP server `gone` did not start"),
+        "{}",
+        out.stdout
+    );
+    let mut command = troupe();
+    command.args(["mcp", "list", "--json", "--mcp", &time]);
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let listed: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(listed["server"], "time");
+    assert_eq!(listed["roles"], json!(["worker"]));
+    assert!(
+        listed["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["tool"] == "convert_time")
+    );
+}
+
+#[test]
+fn a_remote_server_is_refused_with_the_reason() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        "[mcp_servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+    )
+    .unwrap();
+    let model = calling(&sandbox, &[]);
+    let mut command = spawn_command(&sandbox, 1, "t", &model);
+    command.args(["--config", &config.display().to_string()]);
+    let out = run(command);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("MCP server `web`"), "{}", out.stderr);
+}
