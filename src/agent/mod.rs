@@ -37,6 +37,7 @@ use crate::protocol::{
 };
 use crate::sandbox;
 use crate::signal::StopSignal;
+use crate::tools::mcp::McpRelay;
 use crate::tools::{PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
 
@@ -174,9 +175,13 @@ async fn run_task(
 ) -> ExitCode {
     let cancel = StopSignal::default();
     watch_sigterm(cancel.clone());
-    let model: Arc<dyn ChatModel> = match model {
-        Some(model) => model,
-        None => Arc::new(ParentModel::start(out.clone(), cancel.clone())),
+    let (model, relay): (Arc<dyn ChatModel>, Option<Arc<dyn McpRelay>>) = match model {
+        Some(model) => (model, None),
+        None => {
+            let parent = ParentModel::start(out.clone(), cancel.clone());
+            let relay: Arc<dyn McpRelay> = Arc::new(parent.mcp());
+            (Arc::new(parent), Some(relay))
+        }
     };
     let setup = crate::fsutil::nofollow::create_dir_all(&task.subagent_dir())
         .and_then(|_| PathFence::new(&task.workspace, &task.agent_dir));
@@ -210,7 +215,8 @@ async fn run_task(
         AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
         AgentRole::Worker => ToolRegistry::worker(),
     }
-    .with(servers.tools);
+    .with(servers.tools)
+    .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
     let calls = CallRunner {
         registry,
         ctx: Arc::clone(&ctx),

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::outbox::Outbox;
@@ -21,23 +22,80 @@ use crate::protocol::{
 use crate::signal::StopSignal;
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Completion, LlmError>>>>>;
+type McpWaiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>;
 
 pub struct ParentModel {
     out: Outbox,
     waiting: Waiters,
     next_id: AtomicU64,
+    mcp: ParentMcp,
+}
+
+/// The MCP servers the parent reaches for this agent: each call is asked
+/// over the pipe (`mcp_call`) and answered by `mcp_result`.
+#[derive(Clone)]
+pub struct ParentMcp {
+    out: Outbox,
+    waiting: McpWaiters,
+    next_id: Arc<AtomicU64>,
+}
+
+impl crate::tools::mcp::McpRelay for ParentMcp {
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(self.ask(server, tool, arguments))
+    }
+}
+
+impl ParentMcp {
+    /// The server's result of `tool` with `arguments`, or why there is none.
+    async fn ask(&self, server: &str, tool: &str, arguments: Value) -> Result<Value, String> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiting
+            .lock()
+            .map_err(|_| "the pipe to troupe is closed".to_string())?
+            .insert(id, tx);
+        self.out.send(&FromChild::McpCall {
+            id,
+            server: server.to_string(),
+            tool: tool.to_string(),
+            arguments,
+        });
+        rx.await
+            .unwrap_or_else(|_| Err("the pipe to troupe closed before the answer".to_string()))
+    }
 }
 
 impl ParentModel {
     /// The model, with the stdin reader started behind it.
     pub fn start(out: Outbox, cancel: StopSignal) -> Self {
         let waiting: Waiters = Arc::default();
-        tokio::spawn(read_stdin(Arc::clone(&waiting), cancel));
+        let mcp_waiting: McpWaiters = Arc::default();
+        tokio::spawn(read_stdin(
+            Arc::clone(&waiting),
+            Arc::clone(&mcp_waiting),
+            cancel,
+        ));
         ParentModel {
+            mcp: ParentMcp {
+                out: out.clone(),
+                waiting: mcp_waiting,
+                next_id: Arc::new(AtomicU64::new(1)),
+            },
             out,
             waiting,
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// The MCP calls the parent makes for this agent, over the same pipe.
+    pub fn mcp(&self) -> ParentMcp {
+        self.mcp.clone()
     }
 
     async fn ask(&self, request: CompletionRequest) -> Result<Completion, LlmError> {
@@ -63,7 +121,7 @@ impl ChatModel for ParentModel {
     }
 }
 
-async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
+async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSignal) {
     let mut lines = LineReader::new(
         tokio::io::BufReader::new(super::stdio::input()),
         DEFAULT_LINE_CAP,
@@ -100,6 +158,16 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
                 retryable,
                 kind,
             }) => answer(&waiting, id, Err(relayed(message, retryable, kind))),
+            Ok(ToChild::McpResult { id, result, error }) => {
+                let answer = match (result, error) {
+                    (Some(result), _) => Ok(result),
+                    (None, error) => Err(error.unwrap_or_else(|| "no result".to_string())),
+                };
+                let waiter = mcp_waiting.lock().ok().and_then(|mut w| w.remove(&id));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(answer);
+                }
+            }
             Ok(ToChild::Cancel { reason }) => cancel.trigger(reason.as_str()),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
@@ -110,6 +178,9 @@ async fn read_stdin(waiting: Waiters, cancel: StopSignal) {
     }
     cancel.trigger("the parent closed the pipe");
     if let Ok(mut waiting) = waiting.lock() {
+        waiting.clear();
+    }
+    if let Ok(mut waiting) = mcp_waiting.lock() {
         waiting.clear();
     }
 }

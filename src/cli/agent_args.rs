@@ -161,6 +161,7 @@ impl AgentArgs {
             launcher: launcher_of(launcher.as_deref(), results)?,
             durability,
             mcp,
+            remote_mcp: None,
         })
     }
 

@@ -87,7 +87,11 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
                         crate::say!(
                             "{} ({}; for {}): {} tool{}",
                             server.name,
-                            server.command.as_deref().unwrap_or(""),
+                            server
+                                .command
+                                .as_deref()
+                                .or(server.url.as_deref())
+                                .unwrap_or(""),
                             roles.join(", "),
                             tools.len(),
                             if tools.len() == 1 { "" } else { "s" }

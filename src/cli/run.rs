@@ -161,12 +161,16 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             plan,
         },
     };
+    let mut agents = args
+        .agent
+        .settings(sources, &results, &api_key_envs, None)?;
+    agents.remote_mcp = crate::mcp::remote::RemoteServers::connect(&agents.mcp, &workspace)
+        .await
+        .map(Arc::new);
     let config = TeamConfig {
         start,
         workspace,
-        agents: args
-            .agent
-            .settings(sources, &results, &api_key_envs, None)?,
+        agents,
         team: TeamSettings {
             max_parallel: args.team.max_parallel as usize,
             max_retries: args.team.max_retries,

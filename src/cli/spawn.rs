@@ -12,6 +12,7 @@ use super::agent_args::AgentArgs;
 use super::config::Sources;
 use crate::chat::Actor;
 use crate::llm::build_model;
+use crate::mcp::remote::RemoteServers;
 use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::settings::model::ModelFlags;
@@ -104,6 +105,9 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         args.max_tokens,
     )?;
     role.bound(&mut settings.limits);
+    settings.remote_mcp = RemoteServers::connect(&settings.mcp, &workspace)
+        .await
+        .map(std::sync::Arc::new);
     // The model (a script that must exist, an endpoint URL that must parse)
     // is checked before any record is touched.
     let model = build_model(&role.config).map_err(UsageError::of)?;

@@ -40,13 +40,16 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Starts `server` in `workspace`, its stderr appended to `log`, and
-    /// shakes hands, within its timeout.
+    /// Starts `server` in `workspace` (or reaches its `url`), its stderr
+    /// appended to `log`, and shakes hands, within its timeout.
     pub async fn start(
         server: &McpServer,
         workspace: &Path,
         log: Option<&Path>,
     ) -> Result<Connection, McpError> {
+        if let Some(url) = &server.url {
+            return Self::reach(server, url).await;
+        }
         let program = server.command.clone().unwrap_or_default();
         let command_line = std::iter::once(program.as_str())
             .chain(server.args.iter().map(String::as_str))
@@ -116,6 +119,33 @@ impl Connection {
             }
         };
         Ok(Connection { service, pgid })
+    }
+
+    /// A streamable-HTTP server at `url`.
+    async fn reach(server: &McpServer, url: &str) -> Result<Connection, McpError> {
+        // reqwest is built without a crypto provider (see Cargo.toml);
+        // ring is the process's, as for the model client.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let transport = rmcp::transport::StreamableHttpClientTransport::<reqwest::Client>::from_uri(
+            url.to_string(),
+        );
+        let limit = Duration::from_secs(server.timeout_secs);
+        let failed = |why: String| McpError::Start {
+            server: server.name.clone(),
+            command: url.to_string(),
+            why,
+        };
+        match tokio::time::timeout(limit, ().serve(transport)).await {
+            Ok(Ok(service)) => Ok(Connection {
+                service,
+                pgid: None,
+            }),
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed(format!(
+                "no answer to the handshake within {} s",
+                server.timeout_secs
+            ))),
+        }
     }
 
     /// Every tool the server offers.

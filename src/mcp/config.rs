@@ -35,8 +35,8 @@ pub struct McpServer {
     pub tools: ToolFilter,
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
-    /// The server needs the network: troupe would run it, outside the
-    /// agent's sandbox.
+    /// The server needs the network: troupe runs it, outside the agents'
+    /// sandboxes, and relays their calls.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
 }
@@ -88,10 +88,6 @@ pub enum McpConfigError {
         "MCP server `{0}`: give it a `command` (a stdio server) or a `url`, not both and not neither"
     )]
     NoWay(String),
-    #[error(
-        "MCP server `{0}`: `network = true` and `url` servers need troupe to reach them for the agent, which this version does not do yet; run a stdio server without `network`"
-    )]
-    Remote(String),
     #[error("MCP server `{0}` is given twice")]
     Twice(String),
 }
@@ -136,10 +132,13 @@ impl McpServer {
         if self.command.is_some() == self.url.is_some() {
             return Err(McpConfigError::NoWay(self.name.clone()));
         }
-        if self.url.is_some() || self.network {
-            return Err(McpConfigError::Remote(self.name.clone()));
-        }
         Ok(())
+    }
+
+    /// Whether troupe reaches the server for the agents (a `url`, or one
+    /// that needs the network), rather than each agent starting its own.
+    pub fn is_remote(&self) -> bool {
+        self.url.is_some() || self.network
     }
 
     pub fn serves(&self, role: AgentRole) -> bool {

@@ -4,3 +4,4 @@
 
 pub mod client;
 pub mod config;
+pub mod remote;

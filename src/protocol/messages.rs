@@ -236,6 +236,16 @@ pub enum FromChild {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<Value>,
     },
+    /// A call of a tool of an MCP server the parent reaches for the child
+    /// (a remote one, or one that needs the network); the parent answers
+    /// with `mcp_result` carrying the same id.
+    McpCall {
+        id: u64,
+        server: String,
+        tool: String,
+        #[serde(default)]
+        arguments: Value,
+    },
     /// A tool is about to run (progress only).
     ToolCall {
         call_id: String,
@@ -343,6 +353,15 @@ pub enum ToChild {
         /// What kind of failure, where the child can act on it.
         #[serde(default, skip_serializing_if = "ModelFailure::is_other")]
         kind: ModelFailure,
+    },
+    /// The answer to the `mcp_call` with this id: the server's result
+    /// (`content`, `isError`, ...), or why there is none.
+    McpResult {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// Flush the transcript and exit; the parent kills the process group
     /// after its grace period either way.

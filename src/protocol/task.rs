@@ -59,6 +59,10 @@ pub struct TaskFile {
     /// inside its sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp: Vec<crate::mcp::config::McpServer>,
+    /// The tools of the MCP servers the parent reaches for the agent,
+    /// which it calls with `mcp_call`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_remote: Vec<crate::mcp::remote::RemoteTool>,
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
     pub durability: crate::fsutil::DurabilityMode,
@@ -98,6 +102,7 @@ impl TaskFile {
             limits: AgentLimits::default(),
             sandbox: SandboxSettings::default(),
             mcp: Vec::new(),
+            mcp_remote: Vec::new(),
             durability: crate::fsutil::DurabilityMode::default(),
             created_at,
         }

@@ -46,6 +46,8 @@ pub struct ChildRun<'a> {
     pub stop: StopSignal,
     /// The launcher the child was started through, as the user wrote it.
     pub launcher: Option<String>,
+    /// The MCP servers troupe reaches for the child (`mcp_call`).
+    pub mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
 }
 
 #[derive(Debug, Clone)]

@@ -67,6 +67,8 @@ pub(super) struct Served<'r, 'a> {
     report_at: Option<Instant>,
     timings: AgentTimings,
     pub(super) pending: JoinSet<ModelAnswer>,
+    /// The child's MCP calls that troupe is making for it.
+    pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
     /// The retries of the pending requests, told as they happen.
     pub(super) retries: (
         mpsc::UnboundedSender<Retrying>,
@@ -98,6 +100,7 @@ impl<'r, 'a> Served<'r, 'a> {
             report_at: None,
             timings: AgentTimings::default(),
             pending: JoinSet::new(),
+            mcp_pending: JoinSet::new(),
             retries: mpsc::unbounded_channel(),
         }
     }
@@ -147,6 +150,12 @@ impl<'r, 'a> Served<'r, 'a> {
                 tools,
                 schema,
             } => self.request(id, messages, tools, schema)?,
+            FromChild::McpCall {
+                id,
+                server,
+                tool,
+                arguments,
+            } => self.mcp_call(id, server, tool, arguments)?,
             FromChild::ToolCall {
                 call_id: _,
                 name,
@@ -248,6 +257,36 @@ impl<'r, 'a> Served<'r, 'a> {
         self.pending.spawn(async move {
             let asked = Instant::now();
             (id, asked, model.complete(request).await)
+        });
+        Ok(())
+    }
+
+    /// An MCP call troupe makes for the child, on a server and tool its
+    /// role was given (`RemoteServers::call` checks); one at a time per
+    /// child is enough for a tool loop, a flood is a protocol error.
+    fn mcp_call(
+        &mut self,
+        id: u64,
+        server: String,
+        tool: String,
+        arguments: serde_json::Value,
+    ) -> Result<(), Violation> {
+        if !self.answering {
+            return Ok(());
+        }
+        if self.mcp_pending.len() >= MAX_PENDING_REQUESTS {
+            return Err(Violation::Flood);
+        }
+        let role = self.run.role;
+        let remote = self.run.mcp.clone();
+        self.mcp_pending.spawn(async move {
+            let result = match remote {
+                Some(remote) => remote.call(role, &server, &tool, arguments).await,
+                None => Err(format!(
+                    "no MCP server `{server}` is reached for this agent"
+                )),
+            };
+            (id, result)
         });
         Ok(())
     }

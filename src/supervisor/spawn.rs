@@ -36,6 +36,8 @@ pub struct SpawnConfig {
     /// Place the child through this launcher, its placeholders filled in
     /// with these values.
     pub launch: Option<(Launcher, LaunchVars)>,
+    /// The MCP servers troupe reaches for the child.
+    pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
 }
 
 /// How each agent is started and bounded: what `troupe spawn` and every
@@ -56,6 +58,8 @@ pub struct AgentSettings {
     pub durability: crate::fsutil::DurabilityMode,
     /// Every configured MCP server; each agent gets those of its role.
     pub mcp: Vec<crate::mcp::config::McpServer>,
+    /// The servers troupe reaches for the agents, once connected.
+    pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
 }
 
 impl AgentSettings {
@@ -69,9 +73,14 @@ impl AgentSettings {
         task.mcp = self
             .mcp
             .iter()
-            .filter(|server| server.serves(task.role))
+            .filter(|server| server.serves(task.role) && !server.is_remote())
             .cloned()
             .collect();
+        task.mcp_remote = self
+            .remote_mcp
+            .as_ref()
+            .map(|remote| remote.offer(task.role))
+            .unwrap_or_default();
     }
 }
 
@@ -90,6 +99,7 @@ impl SpawnConfig {
             (launcher, vars)
         });
         SpawnConfig {
+            remote_mcp: settings.remote_mcp.clone(),
             task,
             agent_program: settings.program.clone(),
             program_takes_session: settings.program_takes_session,
@@ -192,6 +202,7 @@ pub async fn run_prepared(
             .launch
             .as_ref()
             .map(|(launcher, _)| launcher.display()),
+        mcp: config.remote_mcp.clone(),
     };
     let outcome = serve(command, run).await;
     let task = config.task;

@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
 use crate::mcp::client::{Connection, McpError, log_path};
 use crate::mcp::config::{McpServer, tool_name};
+use crate::mcp::remote::RemoteTool;
 use crate::protocol::SUBAGENT_DIR;
 
 /// One server an agent uses, started on demand again when it died.
@@ -138,19 +139,7 @@ impl McpTool {
     }
 
     async fn run(&self, arguments: &str, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let arguments = match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
-            "{}"
-        } else {
-            arguments
-        }) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) | Err(_) => {
-                return Err(ToolError::RespondToModel(format!(
-                    "the arguments of {} must be a JSON object",
-                    self.about.name
-                )));
-            }
-        };
+        let arguments = object_arguments(arguments, self.about.name)?;
         let config = &self.slot.config;
         let mut connection = self.slot.connection.lock().await;
         if connection.as_ref().is_none_or(Connection::is_closed) {
@@ -180,7 +169,7 @@ impl McpTool {
             )));
         };
         match live.call(config, &self.remote, arguments).await {
-            Ok(result) => Ok(self.render(&result, ctx)),
+            Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
             Err(e @ McpError::Timeout { .. }) => Ok(failed(format!(
                 "{e}; the call was abandoned (timeout_secs {})",
                 config.timeout_secs
@@ -188,68 +177,164 @@ impl McpTool {
             Err(e) => Ok(failed(e.to_string())),
         }
     }
+}
 
-    /// The call's result as the model reads it: its text, and for an image
-    /// or a binary resource, the file it was saved to.
-    fn render(&self, result: &Value, ctx: &ToolContext) -> ToolOutput {
-        let mut parts: Vec<String> = Vec::new();
-        for block in result["content"].as_array().into_iter().flatten() {
-            match block["type"].as_str().unwrap_or("") {
-                "text" => parts.push(block["text"].as_str().unwrap_or("").to_string()),
-                "resource" => {
-                    let resource = &block["resource"];
-                    match resource["text"].as_str() {
-                        Some(text) => parts.push(text.to_string()),
-                        None => parts.push(self.save(resource["blob"].as_str(), "bin", ctx)),
-                    }
+/// The call's result as the model reads it: its text, and for an image
+/// or a binary resource, the file it was saved to under
+/// `.subagent/outputs/` (named after `tool`, counted by `saved`).
+fn render(result: &Value, tool: &str, saved: &AtomicU64, ctx: &ToolContext) -> ToolOutput {
+    let mut parts: Vec<String> = Vec::new();
+    for block in result["content"].as_array().into_iter().flatten() {
+        match block["type"].as_str().unwrap_or("") {
+            "text" => parts.push(block["text"].as_str().unwrap_or("").to_string()),
+            "resource" => {
+                let resource = &block["resource"];
+                match resource["text"].as_str() {
+                    Some(text) => parts.push(text.to_string()),
+                    None => parts.push(save(resource["blob"].as_str(), "bin", tool, saved, ctx)),
                 }
-                "resource_link" => {
-                    parts.push(format!("resource: {}", block["uri"].as_str().unwrap_or("")))
-                }
-                "image" | "audio" => {
-                    let mime = block["mimeType"].as_str().unwrap_or("");
-                    let extension = mime.rsplit('/').next().unwrap_or("bin");
-                    parts.push(self.save(block["data"].as_str(), extension, ctx));
-                }
-                other => parts.push(format!("(content of type `{other}` left out)")),
             }
-        }
-        if parts.is_empty()
-            && let Some(structured) = result.get("structuredContent")
-        {
-            parts.push(structured.to_string());
-        }
-        let text = parts.join("\n");
-        match result["isError"].as_bool().unwrap_or(false) {
-            true => ToolOutput::failed(
-                format!("the MCP tool {} reported an error", self.remote),
-                text,
-            ),
-            false => ToolOutput::ok(text),
+            "resource_link" => {
+                parts.push(format!("resource: {}", block["uri"].as_str().unwrap_or("")))
+            }
+            "image" | "audio" => {
+                let mime = block["mimeType"].as_str().unwrap_or("");
+                let extension = mime.rsplit('/').next().unwrap_or("bin");
+                parts.push(save(block["data"].as_str(), extension, tool, saved, ctx));
+            }
+            other => parts.push(format!("(content of type `{other}` left out)")),
         }
     }
+    if parts.is_empty()
+        && let Some(structured) = result.get("structuredContent")
+    {
+        parts.push(structured.to_string());
+    }
+    let text = parts.join("\n");
+    match result["isError"].as_bool().unwrap_or(false) {
+        true => ToolOutput::failed(format!("the MCP tool {tool} reported an error"), text),
+        false => ToolOutput::ok(text),
+    }
+}
 
-    /// Saves base64 `data` under `.subagent/outputs/`; the line that says
-    /// where.
-    fn save(&self, data: Option<&str>, extension: &str, ctx: &ToolContext) -> String {
-        let Some(bytes) = data.and_then(decode_base64) else {
-            return "(binary content that is not valid base64, left out)".to_string();
-        };
-        let n = self.saved.fetch_add(1, Ordering::Relaxed) + 1;
-        let dir = ctx.fence.agent_dir().join(SUBAGENT_DIR).join("outputs");
-        let extension: String = extension
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(8)
-            .collect();
-        let path = dir.join(format!("{}-{n}.{extension}", self.about.name));
-        let saved = crate::fsutil::nofollow::create_dir_all(&dir).and_then(|_| {
-            crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Atomic)
-        });
-        match saved {
-            Ok(()) => format!("({} bytes saved to {})", bytes.len(), path.display()),
-            Err(e) => format!("({} bytes that could not be saved: {e})", bytes.len()),
-        }
+/// Saves base64 `data` under `.subagent/outputs/`; the line that says
+/// where.
+fn save(
+    data: Option<&str>,
+    extension: &str,
+    tool: &str,
+    saved: &AtomicU64,
+    ctx: &ToolContext,
+) -> String {
+    let Some(bytes) = data.and_then(decode_base64) else {
+        return "(binary content that is not valid base64, left out)".to_string();
+    };
+    let n = saved.fetch_add(1, Ordering::Relaxed) + 1;
+    let dir = ctx.fence.agent_dir().join(SUBAGENT_DIR).join("outputs");
+    let extension: String = extension
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    let path = dir.join(format!("{tool}-{n}.{extension}"));
+    let written = crate::fsutil::nofollow::create_dir_all(&dir).and_then(|_| {
+        crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Atomic)
+    });
+    match written {
+        Ok(()) => format!("({} bytes saved to {})", bytes.len(), path.display()),
+        Err(e) => format!("({} bytes that could not be saved: {e})", bytes.len()),
+    }
+}
+
+/// Where an agent's calls of a server the parent reaches go: over the
+/// pipe (`mcp_call`), answered by the parent.
+pub trait McpRelay: Send + Sync {
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, String>>;
+}
+
+/// The tools of the servers the parent reaches, as its task file lists
+/// them; without a parent (stand-alone), none.
+pub fn relayed(tools: &[RemoteTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Arc<dyn Tool>> {
+    let Some(relay) = relay else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .map(|tool| {
+            let name: &'static str = Box::leak(tool.name.clone().into_boxed_str());
+            let description: &'static str = Box::leak(tool.description.clone().into_boxed_str());
+            let mut parameters = tool.input_schema.clone();
+            if parameters.get("type").is_none() {
+                parameters["type"] = Value::from("object");
+            }
+            Arc::new(RelayedTool {
+                relay: Arc::clone(&relay),
+                server: tool.server.clone(),
+                remote: tool.tool.clone(),
+                about: About::changing(name, description).counting(Counter::McpCalls),
+                parameters,
+                saved: AtomicU64::new(0),
+            }) as Arc<dyn Tool>
+        })
+        .collect()
+}
+
+struct RelayedTool {
+    relay: Arc<dyn McpRelay>,
+    server: String,
+    remote: String,
+    about: About,
+    parameters: Value,
+    saved: AtomicU64,
+}
+
+impl Tool for RelayedTool {
+    fn about(&self) -> About {
+        self.about
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+
+    fn call<'a>(
+        &'a self,
+        arguments: &'a str,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let arguments = object_arguments(arguments, self.about.name)?;
+            match self
+                .relay
+                .call(&self.server, &self.remote, Value::Object(arguments))
+                .await
+            {
+                Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
+                Err(why) => Ok(failed(why)),
+            }
+        })
+    }
+}
+
+/// The model's arguments, which must be a JSON object (empty is `{}`).
+fn object_arguments(
+    arguments: &str,
+    tool: &str,
+) -> Result<serde_json::Map<String, Value>, ToolError> {
+    let text = match arguments.trim().is_empty() {
+        true => "{}",
+        false => arguments,
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) | Err(_) => Err(ToolError::RespondToModel(format!(
+            "the arguments of {tool} must be a JSON object"
+        ))),
     }
 }
 

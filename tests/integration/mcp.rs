@@ -286,13 +286,101 @@ fn mcp_list_prints_each_servers_tools() {
     );
 }
 
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `server-everything` over streamable HTTP on `port`, until dropped.
+struct Everything(std::process::Child);
+
+impl Everything {
+    fn start(bin: &Path, port: u16) -> Everything {
+        let child = Command::new(bin.join("mcp-server-everything"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "server-everything did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Everything(child)
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
-fn a_remote_server_is_refused_with_the_reason() {
+fn a_remote_server_is_reached_by_troupe_for_an_agent_without_network() {
+    let Some((bin, read)) = servers("mcp remote") else {
+        return;
+    };
+    let port = free_port();
+    let _server = Everything::start(&bin, port);
     let sandbox = Sandbox::new();
     let config = sandbox.root().join("troupe.toml");
     std::fs::write(
         &config,
-        "[mcp_servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        format!(
+            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\"] }}\n"
+        ),
+    )
+    .unwrap();
+    let model = calling(
+        &sandbox,
+        &[
+            ("mcp__everything__echo", json!({"message": "over the pipe"})),
+            ("mcp__everything__get-sum", json!({"a": 1, "b": 2})),
+        ],
+    );
+    let out = spawn_with(
+        &sandbox,
+        &model,
+        &read,
+        &["--config", &config.display().to_string()],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = tool_results(&sandbox);
+    assert_eq!(
+        results[0]["content"], "Echo: over the pipe",
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["success"], false, "not allowed: {}", results[1]);
+    let result = out.json();
+    assert_eq!(result["stats"]["sandbox"]["network_denied"], true);
+    assert_eq!(result["stats"]["mcp_calls"], 1);
+    let task: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.agent_dir(1).join(".subagent/task.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(task["mcp_remote"][0]["name"], "mcp__everything__echo");
+    assert!(task["mcp"].is_null(), "the agent starts no server itself");
+}
+
+#[test]
+fn a_bad_server_entry_is_refused_with_the_reason() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        "[mcp_servers.both]\ncommand = \"x\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
     )
     .unwrap();
     let model = calling(&sandbox, &[]);
@@ -300,5 +388,10 @@ fn a_remote_server_is_refused_with_the_reason() {
     command.args(["--config", &config.display().to_string()]);
     let out = run(command);
     assert_eq!(out.code, 2, "{}", out.stderr);
-    assert!(out.stderr.contains("MCP server `web`"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("MCP server `both`: give it a `command`"),
+        "{}",
+        out.stderr
+    );
 }
