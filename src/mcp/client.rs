@@ -30,6 +30,8 @@ pub enum McpError {
     Timeout { server: String, secs: u64 },
     #[error("the MCP server `{server}` failed: {why}")]
     Failed { server: String, why: String },
+    #[error("the MCP server `{server}` is gone (it exited, or closed its pipe)")]
+    Gone { server: String },
 }
 
 /// A running server.
@@ -180,6 +182,11 @@ impl Connection {
                 server: server.name.clone(),
                 why: e.to_string(),
             }),
+            Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
+                Err(McpError::Gone {
+                    server: server.name.clone(),
+                })
+            }
             Ok(Err(e)) => Err(McpError::Failed {
                 server: server.name.clone(),
                 why: e.to_string(),

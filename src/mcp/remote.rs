@@ -142,24 +142,36 @@ impl RemoteServers {
             return Err(format!("the arguments of {tool} must be a JSON object"));
         };
         let mut connection = remote.connection.lock().await;
-        if connection.as_ref().is_none_or(Connection::is_closed) {
-            if remote.restarted.swap(true, Ordering::SeqCst) {
-                return Err(format!(
-                    "the MCP server `{server}` is gone and was reached again once already"
-                ));
+        // As an agent does for its own servers: one found gone is reached
+        // again once, and the call made again.
+        for _ in 0..2 {
+            if connection.as_ref().is_none_or(Connection::is_closed) {
+                if remote.restarted.swap(true, Ordering::SeqCst) {
+                    return Err(format!(
+                        "the MCP server `{server}` is gone and was reached again once already"
+                    ));
+                }
+                *connection = Some(
+                    Connection::start(&remote.config, &self.workspace, None)
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
             }
-            let config = &remote.config;
-            *connection = Some(
-                Connection::start(config, &self.workspace, None)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
+            let Some(live) = connection.as_ref() else {
+                continue;
+            };
+            match live.call(&remote.config, tool, arguments.clone()).await {
+                Ok(result) => return Ok(result),
+                Err(McpError::Gone { .. }) => {
+                    if let Some(old) = connection.take() {
+                        old.stop().await;
+                    }
+                }
+                Err(e) => return Err(e.to_string()),
+            }
         }
-        let Some(live) = connection.as_ref() else {
-            return Err(format!("the MCP server `{server}` is not reachable"));
-        };
-        live.call(&remote.config, tool, arguments)
-            .await
-            .map_err(|e| e.to_string())
+        Err(format!(
+            "the MCP server `{server}` is gone and was reached again once already"
+        ))
     }
 }

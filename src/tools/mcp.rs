@@ -142,40 +142,52 @@ impl McpTool {
         let arguments = object_arguments(arguments, self.about.name)?;
         let config = &self.slot.config;
         let mut connection = self.slot.connection.lock().await;
-        if connection.as_ref().is_none_or(Connection::is_closed) {
-            if let Some(old) = connection.take() {
-                old.stop().await;
-            }
-            if self.slot.restarted.swap(true, Ordering::SeqCst) {
-                return Ok(failed(format!(
-                    "the MCP server `{}` is not running and was started again once already; its tools are not available",
-                    config.name
-                )));
-            }
-            match Connection::start(config, &self.slot.workspace, Some(&self.slot.log)).await {
-                Ok(started) => {
-                    if let Some(pgid) = started.pgid {
-                        ctx.groups.add(pgid);
+        // Twice at most: a server found gone, before the call or by it,
+        // is started again once per agent, and the call made again.
+        for _ in 0..2 {
+            if connection.as_ref().is_none_or(Connection::is_closed) {
+                if let Some(old) = connection.take() {
+                    old.stop().await;
+                }
+                if self.slot.restarted.swap(true, Ordering::SeqCst) {
+                    return Ok(failed(format!(
+                        "the MCP server `{}` is not running and was started again once already; its tools are not available",
+                        config.name
+                    )));
+                }
+                match Connection::start(config, &self.slot.workspace, Some(&self.slot.log)).await {
+                    Ok(started) => {
+                        if let Some(pgid) = started.pgid {
+                            ctx.groups.add(pgid);
+                        }
+                        *connection = Some(started);
                     }
-                    *connection = Some(started);
+                    Err(e) => return Ok(failed(e.to_string())),
+                }
+            }
+            let Some(live) = connection.as_ref() else {
+                continue;
+            };
+            match live.call(config, &self.remote, arguments.clone()).await {
+                Ok(result) => return Ok(render(&result, &self.remote, &self.saved, ctx)),
+                Err(e @ McpError::Timeout { .. }) => {
+                    return Ok(failed(format!(
+                        "{e}; the call was abandoned (timeout_secs {})",
+                        config.timeout_secs
+                    )));
+                }
+                Err(McpError::Gone { .. }) => {
+                    if let Some(old) = connection.take() {
+                        old.stop().await;
+                    }
                 }
                 Err(e) => return Ok(failed(e.to_string())),
             }
         }
-        let Some(live) = connection.as_ref() else {
-            return Ok(failed(format!(
-                "the MCP server `{}` is not running",
-                config.name
-            )));
-        };
-        match live.call(config, &self.remote, arguments).await {
-            Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
-            Err(e @ McpError::Timeout { .. }) => Ok(failed(format!(
-                "{e}; the call was abandoned (timeout_secs {})",
-                config.timeout_secs
-            ))),
-            Err(e) => Ok(failed(e.to_string())),
-        }
+        Ok(failed(format!(
+            "the MCP server `{}` is gone and was started again once already; its tools are not available",
+            config.name
+        )))
     }
 }
 

@@ -395,3 +395,99 @@ fn a_bad_server_entry_is_refused_with_the_reason() {
         out.stderr
     );
 }
+
+#[test]
+fn a_server_that_dies_is_started_again_once() {
+    let Some((bin, read)) = servers("mcp restart") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let time = json!({"timezone": "UTC"});
+    let kill = json!({"command": "pkill -f 'python.*mcp-server-time'; sleep 0.5"});
+    let model = calling(
+        &sandbox,
+        &[
+            ("mcp__time__get_current_time", time.clone()),
+            ("run_command", kill.clone()),
+            ("mcp__time__get_current_time", time.clone()),
+            ("run_command", kill),
+            ("mcp__time__get_current_time", time),
+        ],
+    );
+    let server = format!("time={}", bin.join("mcp-server-time").display());
+    let out = spawn_with(&sandbox, &model, &read, &["--mcp", &server]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results = tool_results(&sandbox);
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    assert_eq!(results[2]["success"], true, "started again: {}", results[2]);
+    assert_eq!(results[4]["success"], false, "{}", results[4]);
+    assert!(
+        results[4]
+            .to_string()
+            .contains("was started again once already"),
+        "{}",
+        results[4]
+    );
+}
+
+#[test]
+fn a_forged_mcp_call_reaches_no_tool_the_agent_was_not_given() {
+    let Some((bin, _)) = servers("mcp forged call") else {
+        return;
+    };
+    let port = free_port();
+    let _server = Everything::start(&bin, port);
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\"] }}\n"
+        ),
+    )
+    .unwrap();
+    // A stand-in agent that asks troupe for a tool it was not given, and
+    // for a server that does not exist, and keeps the answers.
+    let answers = sandbox.root().join("answers.txt");
+    let agent = sandbox.executable(
+        "forging-agent",
+        &format!(
+            r#"echo '{{"type":"hello","protocol":1,"agent_id":1,"role":"worker","pid":'$$'}}'
+echo '{{"type":"mcp_call","id":1,"server":"everything","tool":"printEnv","arguments":{{}}}}'
+read -r one; echo "$one" >> {answers}
+echo '{{"type":"mcp_call","id":2,"server":"elsewhere","tool":"echo","arguments":{{}}}}'
+read -r two; echo "$two" >> {answers}
+echo '{{"type":"finished","success":true,"summary":"asked"}}'"#,
+            answers = answers.display()
+        ),
+    );
+    let model = calling(&sandbox, &[]);
+    let mut command = spawn_command(&sandbox, 1, "t", &model);
+    command
+        .args(["--config", &config.display().to_string()])
+        .arg("--agent-bin")
+        .arg(&agent);
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let said = std::fs::read_to_string(&answers).unwrap();
+    let lines: Vec<Value> = said
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "mcp_result");
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("gives no tool `printEnv`"),
+        "{said}"
+    );
+    assert!(lines[0]["result"].is_null());
+    assert!(
+        lines[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no MCP server `elsewhere`"),
+        "{said}"
+    );
+}
