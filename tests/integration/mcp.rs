@@ -338,7 +338,7 @@ fn a_remote_server_is_reached_by_troupe_for_an_agent_without_network() {
     std::fs::write(
         &config,
         format!(
-            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\"] }}\n"
+            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\", \"get-tiny-image\"] }}\n"
         ),
     )
     .unwrap();
@@ -347,6 +347,7 @@ fn a_remote_server_is_reached_by_troupe_for_an_agent_without_network() {
         &[
             ("mcp__everything__echo", json!({"message": "over the pipe"})),
             ("mcp__everything__get-sum", json!({"a": 1, "b": 2})),
+            ("mcp__everything__get-tiny-image", json!({})),
         ],
     );
     let out = spawn_with(
@@ -363,9 +364,17 @@ fn a_remote_server_is_reached_by_troupe_for_an_agent_without_network() {
         results[0]
     );
     assert_eq!(results[1]["success"], false, "not allowed: {}", results[1]);
+    let image = results[2]["content"].as_str().unwrap();
+    let saved = image
+        .split("saved to ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("the image is saved to a file: {image}"));
+    let png = std::fs::read(saved).unwrap();
+    assert_eq!(&png[1..4], b"PNG", "the image itself, decoded");
     let result = out.json();
     assert_eq!(result["stats"]["sandbox"]["network_denied"], true);
-    assert_eq!(result["stats"]["mcp_calls"], 1);
+    assert_eq!(result["stats"]["mcp_calls"], 2);
     let task: Value = serde_json::from_str(
         &std::fs::read_to_string(sandbox.agent_dir(1).join(".subagent/task.json")).unwrap(),
     )
@@ -489,5 +498,60 @@ echo '{{"type":"finished","success":true,"summary":"asked"}}'"#,
             .unwrap()
             .contains("no MCP server `elsewhere`"),
         "{said}"
+    );
+}
+
+#[test]
+fn a_reviewer_gets_only_the_servers_whose_roles_name_it() {
+    let Some((bin, read)) = servers("mcp roles") else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let time = bin.join("mcp-server-time").display().to_string();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.clock]\ncommand = \"{time}\"\nroles = [\"reviewer\"]\n\n[mcp_servers.worker_clock]\ncommand = \"{time}\"\n"
+        ),
+    )
+    .unwrap();
+    let rules = vec![
+        crate::team::planner(json!([crate::team::step("a", &[])])),
+        crate::team::worker_rule("a", crate::team::worker_writes("a", 0)),
+        json!({"role": "reviewer", "reply": [
+            {"tool_calls": [{"name": "mcp__clock__get_current_time", "arguments": {"timezone": "UTC"}}]},
+            {"content": json!({"approved": true, "summary": "checked the time"}).to_string()}
+        ]}),
+    ];
+    let mut extra = vec!["--config".to_string(), config.display().to_string()];
+    for dir in &read {
+        extra.extend(["--allow-read".to_string(), dir.clone()]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let team = crate::team::team_run(&sandbox, rules, &extra);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let task = |agent: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(team.dir.join(format!("a/{agent}/.subagent/task.json")))
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let servers = |task: &Value| -> Vec<String> {
+        task["mcp"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(servers(&task("worker-1")), ["worker_clock"]);
+    assert_eq!(servers(&task("review-1")), ["clock"]);
+    let review =
+        std::fs::read_to_string(team.dir.join("a/review-1/.subagent/conversations.json")).unwrap();
+    assert!(
+        review.contains("datetime"),
+        "the reviewer used its server: {review}"
     );
 }
