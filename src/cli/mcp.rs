@@ -55,9 +55,11 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut all_started = true;
+    let logs = tempfile::tempdir()?;
     for server in &servers {
+        let log = logs.path().join(format!("{}.log", server.name));
         let roles: Vec<&str> = server.roles.iter().map(|r| r.as_str()).collect();
-        let listed = match Connection::start(server, &args.workspace, None).await {
+        let listed = match Connection::start(server, &args.workspace, Some(&log)).await {
             Ok(connection) => {
                 let tools = connection.tools(server).await;
                 connection.stop().await;

@@ -103,8 +103,9 @@ impl Connection {
         let service = match tokio::time::timeout(limit, ().serve(transport)).await {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => {
+                let said = log.map(last_words).unwrap_or_default();
                 return Err(failed(format!(
-                    "{e} (it exited, or does not speak MCP on stdio)"
+                    "{e} (it exited, or does not speak MCP on stdio){said}"
                 )));
             }
             Err(_) => {
@@ -211,6 +212,23 @@ impl Connection {
                 nix::unistd::Pid::from_raw(pgid),
                 nix::sys::signal::Signal::SIGKILL,
             );
+        }
+    }
+}
+
+/// The end of a server's stderr, for the error that says it did not
+/// start: `; it said: ...`, or nothing.
+fn last_words(log: &Path) -> String {
+    let text = crate::fsutil::read_record(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(3).collect();
+    match tail.is_empty() {
+        true => String::new(),
+        false => {
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!(
+                "; it said: {}",
+                crate::text::excerpt(&tail.join(" | "), 400)
+            )
         }
     }
 }

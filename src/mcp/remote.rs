@@ -23,6 +23,7 @@ pub struct RemoteTool {
     pub tool: String,
     /// Its name for the model, `mcp__<server>__<tool>`.
     pub name: String,
+    /// The server's own description of it.
     pub description: String,
     pub input_schema: Value,
 }
@@ -85,11 +86,11 @@ impl RemoteServers {
                     server: config.name.clone(),
                     tool: t.name.to_string(),
                     name: tool_name(&config.name, &t.name),
-                    description: format!(
-                        "{} (MCP server `{}`)",
-                        t.description.as_deref().unwrap_or("(no description)"),
-                        config.name
-                    ),
+                    description: t
+                        .description
+                        .as_deref()
+                        .unwrap_or("(the server gives no description)")
+                        .to_string(),
                     input_schema: Value::Object((*t.input_schema).clone()),
                 })
                 .collect();

@@ -76,7 +76,7 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
                     .into_iter()
                     .filter(|t| slot.config.tools.admits(&t.name))
                 {
-                    started.tools.push(Arc::new(McpTool::new(&slot, &tool)));
+                    started.tools.push(Arc::new(McpTool::own(&slot, &tool)));
                 }
             }
             Err(e) => {
@@ -90,7 +90,7 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
                         ),
                         Arc::new(serde_json::Map::new()),
                     );
-                    started.tools.push(Arc::new(McpTool::new(&slot, &tool)));
+                    started.tools.push(Arc::new(McpTool::own(&slot, &tool)));
                 }
                 started
                     .warnings
@@ -101,8 +101,19 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
     started
 }
 
+/// How a tool's server is reached.
+enum Reach {
+    /// The agent's own server, started by it.
+    Own(Arc<ServerSlot>),
+    /// One troupe reaches for the agent, over the pipe.
+    Relayed {
+        relay: Arc<dyn McpRelay>,
+        server: String,
+    },
+}
+
 struct McpTool {
-    slot: Arc<ServerSlot>,
+    reach: Reach,
     /// The tool's name on its server.
     remote: String,
     about: About,
@@ -112,36 +123,72 @@ struct McpTool {
 }
 
 impl McpTool {
-    fn new(slot: &Arc<ServerSlot>, tool: &rmcp::model::Tool) -> Self {
+    /// `name` for the model, `remote` on `server`, with the server's own
+    /// description and input schema.
+    fn new(reach: Reach, server: &str, remote: &str, description: &str, schema: Value) -> Self {
         // A tool's name and description live as long as the agent, which
         // makes a handful at start: leaked once, they fit `About`, which
         // the built-in tools fill with constants.
-        let name: &'static str =
-            Box::leak(tool_name(&slot.config.name, &tool.name).into_boxed_str());
-        let description = tool
-            .description
-            .as_deref()
-            .unwrap_or("(the server gives no description)");
-        let description: &'static str = Box::leak(
-            format!("{description} (MCP server `{}`)", slot.config.name).into_boxed_str(),
-        );
-        let mut parameters = Value::Object((*tool.input_schema).clone());
+        let name: &'static str = Box::leak(tool_name(server, remote).into_boxed_str());
+        let description: &'static str =
+            Box::leak(format!("{description} (MCP server `{server}`)").into_boxed_str());
+        let mut parameters = schema;
         if parameters.get("type").is_none() {
             parameters["type"] = Value::from("object");
         }
         McpTool {
-            slot: Arc::clone(slot),
-            remote: tool.name.to_string(),
+            reach,
+            remote: remote.to_string(),
             about: About::changing(name, description).counting(Counter::McpCalls),
             parameters,
             saved: AtomicU64::new(0),
         }
     }
 
-    async fn run(&self, arguments: &str, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    /// The agent's own server's `tool`.
+    fn own(slot: &Arc<ServerSlot>, tool: &rmcp::model::Tool) -> Self {
+        let description = tool
+            .description
+            .as_deref()
+            .unwrap_or("(the server gives no description)");
+        McpTool::new(
+            Reach::Own(Arc::clone(slot)),
+            &slot.config.name,
+            &tool.name,
+            description,
+            Value::Object((*tool.input_schema).clone()),
+        )
+    }
+
+    async fn call_reached(
+        &self,
+        arguments: &str,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let arguments = object_arguments(arguments, self.about.name)?;
-        let config = &self.slot.config;
-        let mut connection = self.slot.connection.lock().await;
+        match &self.reach {
+            Reach::Own(slot) => self.run(slot, arguments, ctx).await,
+            Reach::Relayed { relay, server } => {
+                match relay
+                    .call(server, &self.remote, Value::Object(arguments))
+                    .await
+                {
+                    Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
+                    Err(why) => Ok(failed(why)),
+                }
+            }
+        }
+    }
+
+    /// A call of the agent's own server, started again once if it is gone.
+    async fn run(
+        &self,
+        slot: &ServerSlot,
+        arguments: serde_json::Map<String, Value>,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let config = &slot.config;
+        let mut connection = slot.connection.lock().await;
         // Twice at most: a server found gone, before the call or by it,
         // is started again once per agent, and the call made again.
         for _ in 0..2 {
@@ -149,13 +196,13 @@ impl McpTool {
                 if let Some(old) = connection.take() {
                     old.stop().await;
                 }
-                if self.slot.restarted.swap(true, Ordering::SeqCst) {
+                if slot.restarted.swap(true, Ordering::SeqCst) {
                     return Ok(failed(format!(
                         "the MCP server `{}` is not running and was started again once already; its tools are not available",
                         config.name
                     )));
                 }
-                match Connection::start(config, &self.slot.workspace, Some(&self.slot.log)).await {
+                match Connection::start(config, &slot.workspace, Some(&slot.log)).await {
                     Ok(started) => {
                         if let Some(pgid) = started.pgid {
                             ctx.groups.add(pgid);
@@ -278,59 +325,19 @@ pub fn relayed(tools: &[RemoteTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Ar
     tools
         .iter()
         .map(|tool| {
-            let name: &'static str = Box::leak(tool.name.clone().into_boxed_str());
-            let description: &'static str = Box::leak(tool.description.clone().into_boxed_str());
-            let mut parameters = tool.input_schema.clone();
-            if parameters.get("type").is_none() {
-                parameters["type"] = Value::from("object");
-            }
-            Arc::new(RelayedTool {
+            let reach = Reach::Relayed {
                 relay: Arc::clone(&relay),
                 server: tool.server.clone(),
-                remote: tool.tool.clone(),
-                about: About::changing(name, description).counting(Counter::McpCalls),
-                parameters,
-                saved: AtomicU64::new(0),
-            }) as Arc<dyn Tool>
+            };
+            Arc::new(McpTool::new(
+                reach,
+                &tool.server,
+                &tool.tool,
+                &tool.description,
+                tool.input_schema.clone(),
+            )) as Arc<dyn Tool>
         })
         .collect()
-}
-
-struct RelayedTool {
-    relay: Arc<dyn McpRelay>,
-    server: String,
-    remote: String,
-    about: About,
-    parameters: Value,
-    saved: AtomicU64,
-}
-
-impl Tool for RelayedTool {
-    fn about(&self) -> About {
-        self.about
-    }
-
-    fn parameters(&self) -> Value {
-        self.parameters.clone()
-    }
-
-    fn call<'a>(
-        &'a self,
-        arguments: &'a str,
-        ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let arguments = object_arguments(arguments, self.about.name)?;
-            match self
-                .relay
-                .call(&self.server, &self.remote, Value::Object(arguments))
-                .await
-            {
-                Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
-                Err(why) => Ok(failed(why)),
-            }
-        })
-    }
 }
 
 /// The model's arguments, which must be a JSON object (empty is `{}`).
@@ -368,7 +375,7 @@ impl Tool for McpTool {
         arguments: &'a str,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(self.run(arguments, ctx))
+        Box::pin(self.call_reached(arguments, ctx))
     }
 }
 

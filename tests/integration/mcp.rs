@@ -326,22 +326,30 @@ impl Drop for Everything {
     }
 }
 
+/// server-everything on a free port, and a config file that names it
+/// with `allow` as its tools.
+fn everything(sandbox: &Sandbox, bin: &Path, allow: &[&str]) -> (Everything, PathBuf) {
+    let port = free_port();
+    let server = Everything::start(bin, port);
+    let config = sandbox.root().join("troupe.toml");
+    let allow = serde_json::to_string(allow).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = {allow} }}\n"
+        ),
+    )
+    .unwrap();
+    (server, config)
+}
+
 #[test]
 fn a_remote_server_is_reached_by_troupe_for_an_agent_without_network() {
     let Some((bin, read)) = servers("mcp remote") else {
         return;
     };
-    let port = free_port();
-    let _server = Everything::start(&bin, port);
     let sandbox = Sandbox::new();
-    let config = sandbox.root().join("troupe.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\", \"get-tiny-image\"] }}\n"
-        ),
-    )
-    .unwrap();
+    let (_server, config) = everything(&sandbox, &bin, &["echo", "get-tiny-image"]);
     let model = calling(
         &sandbox,
         &[
@@ -412,7 +420,9 @@ fn a_server_that_dies_is_started_again_once() {
     };
     let sandbox = Sandbox::new();
     let time = json!({"timezone": "UTC"});
-    let kill = json!({"command": "pkill -f 'python.*mcp-server-time'; sleep 0.5"});
+    // Only the agent's own server: it is in the agent's session, and other
+    // tests run servers of the same name at the same time.
+    let kill = json!({"command": "pkill -s 0 -f 'python.*mcp-server-time'; sleep 0.5"});
     let model = calling(
         &sandbox,
         &[
@@ -444,17 +454,8 @@ fn a_forged_mcp_call_reaches_no_tool_the_agent_was_not_given() {
     let Some((bin, _)) = servers("mcp forged call") else {
         return;
     };
-    let port = free_port();
-    let _server = Everything::start(&bin, port);
     let sandbox = Sandbox::new();
-    let config = sandbox.root().join("troupe.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp_servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\ntools = {{ allow = [\"echo\"] }}\n"
-        ),
-    )
-    .unwrap();
+    let (_server, config) = everything(&sandbox, &bin, &["echo"]);
     // A stand-in agent that asks troupe for a tool it was not given, and
     // for a server that does not exist, and keeps the answers.
     let answers = sandbox.root().join("answers.txt");
