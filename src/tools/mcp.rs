@@ -23,7 +23,7 @@ use crate::mcp::remote::RemoteTool;
 use crate::protocol::SUBAGENT_DIR;
 
 /// One server an agent uses, started on demand again when it died.
-pub struct ServerSlot {
+struct ServerSlot {
     config: McpServer,
     workspace: PathBuf,
     log: PathBuf,
