@@ -2,6 +2,7 @@
 //! `last`, close matches, JSON lines, completions, a manual page, colour
 //! on request, examples in --help, and following a run as it goes.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -249,4 +250,38 @@ fn a_scripted_model_in_the_config_file_is_relative_to_the_file() {
     let out = run(command);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.json()["result_summary"], "configured");
+}
+
+/// The README's first command, the offline demo: its result lands in the
+/// workspace, the reviewer's fix included.
+#[test]
+fn the_readme_demo_leaves_the_whole_project_in_the_workspace() {
+    let sandbox = Sandbox::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team");
+    let mut command = troupe();
+    command
+        .arg("run")
+        .arg("--goal-file")
+        .arg(examples.join("goal.txt"))
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .arg("--model")
+        .arg(format!(
+            "scripted:{}",
+            examples.join("script.json").display()
+        ))
+        .arg("--apply");
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let project = sandbox.ws().join("demoapp");
+    for file in [
+        "pom.xml",
+        "src/main/java/com/example/App.java",
+        "COORDINATES.txt",
+        "LAYOUT.txt",
+    ] {
+        assert!(project.join(file).is_file(), "{file}: {}", out.stderr);
+    }
+    let pom = std::fs::read_to_string(project.join("pom.xml")).unwrap();
+    assert!(pom.contains("<artifactId>demoapp</artifactId>"), "{pom}");
 }
