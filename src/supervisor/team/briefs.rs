@@ -17,12 +17,15 @@ pub struct Delivered<'a> {
     pub report: Option<&'a AgentRecord>,
 }
 
+/// `fresh`: the attempt starts from a checkout of its own, without the
+/// rejected attempt's changes (`--isolation worktree`).
 pub fn worker_brief(
     prompts_dir: Option<&Path>,
     goal: &str,
     step: &StepRecord,
     dependencies: &[Delivered<'_>],
     feedback: Option<&VerdictReport>,
+    fresh: bool,
 ) -> std::io::Result<String> {
     let template = Prompt::Step.load(prompts_dir)?;
     let dependencies = if dependencies.is_empty() {
@@ -36,7 +39,7 @@ pub fn worker_brief(
     };
     let feedback = match feedback {
         None => "(none: this is the first attempt)".to_string(),
-        Some(verdict) => describe_feedback(verdict),
+        Some(verdict) => describe_feedback(verdict, fresh),
     };
     Ok(render(
         &template,
@@ -130,8 +133,13 @@ fn describe_dependency(dep: &Delivered<'_>) -> String {
     text
 }
 
-fn describe_feedback(verdict: &VerdictReport) -> String {
+fn describe_feedback(verdict: &VerdictReport, fresh: bool) -> String {
     let mut text = String::from("The reviewer rejected your previous attempt.");
+    if fresh {
+        text.push_str(
+            " Its changes were set aside: you start again from the project as it stands now, so make every change of this step anew.",
+        );
+    }
     if !verdict.summary.trim().is_empty() {
         text.push_str(&format!("\nReview: {}", verdict.summary.trim()));
     }

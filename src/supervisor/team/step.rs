@@ -379,6 +379,7 @@ impl Step<'_> {
             &self.start.step,
             &dependencies,
             feedback,
+            self.ctx.isolation.get().is_some(),
         )
         .map_err(StartError::Brief)?;
         let dir = self.dir(&format!("worker-{attempt}"));
