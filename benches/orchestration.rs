@@ -421,17 +421,20 @@ fn processes_with(marker: &str) -> Vec<u32> {
 }
 
 /// Scenario 3: many independent steps through a bounded number of slots.
-fn fan_out(bench: &mut Bench) {
-    let (steps, slots, latency) = if bench.quick {
-        (40, 10, 200)
-    } else {
-        (200, 50, 200)
-    };
+/// The fan-out's steps, its slots and its ideal makespan (steps / slots x
+/// latency, in ms).
+fn fan_out_setup(quick: bool) -> (Setup, usize, f64) {
+    let (steps, slots, latency) = if quick { (40, 10, 200) } else { (200, 50, 200) };
     let ids: Vec<String> = (0..steps).map(|i| format!("f{i}")).collect();
     let plan = json!({"summary": "fan-out", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
     let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, latency)).collect();
     rules.push(reviewer());
-    let setup = Setup::new(&plan, rules);
+    let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
+    (Setup::new(&plan, rules), slots, ideal)
+}
+
+fn fan_out(bench: &mut Bench) {
+    let (setup, slots, ideal) = fan_out_setup(bench.quick);
     let marker = setup.ws().display().to_string();
     let (mut parent_peak, mut child_peak, mut child_private) = (0.0f64, 0.0f64, 0.0f64);
     let mut last_sample = Instant::now();
@@ -449,7 +452,6 @@ fn fan_out(bench: &mut Bench) {
             }
         },
     );
-    let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
     let makespan = wall.as_secs_f64() * 1000.0;
     const S: &str = "3. fan-out";
     bench.record(S, "makespan", "ms", "", makespan);
@@ -476,22 +478,12 @@ fn fan_out(bench: &mut Bench) {
 /// own (`--isolation worktree`, troupe's private repository, since the
 /// workspace is not one).
 fn fan_out_isolated(bench: &mut Bench) {
-    let (steps, slots, latency) = if bench.quick {
-        (40, 10, 200)
-    } else {
-        (200, 50, 200)
-    };
-    let ids: Vec<String> = (0..steps).map(|i| format!("f{i}")).collect();
-    let plan = json!({"summary": "fan-out", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
-    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, latency)).collect();
-    rules.push(reviewer());
-    let setup = Setup::new(&plan, rules);
+    let (setup, slots, ideal) = fan_out_setup(bench.quick);
     let slots_arg = slots.to_string();
     let (wall, _) = setup.run(
         &["--max-parallel", &slots_arg, "--isolation", "worktree"],
         |_| {},
     );
-    let ideal = (steps as f64 / slots as f64).ceil() * latency as f64;
     const S: &str = "3b. fan-out, isolated";
     bench.record(
         S,

@@ -110,10 +110,7 @@ impl Connection {
             }
             Err(_) => {
                 if let Some(pgid) = pgid {
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pgid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
+                    crate::tools::kill_group(pgid);
                 }
                 return Err(failed(format!(
                     "no answer to the handshake within {} s",
@@ -208,10 +205,7 @@ impl Connection {
     pub async fn stop(self) {
         let _ = self.service.cancel().await;
         if let Some(pgid) = self.pgid {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            crate::tools::kill_group(pgid);
         }
     }
 }

@@ -33,7 +33,7 @@ use crate::chat::ToolSpec;
 use crate::protocol::AgentLimits;
 
 pub use fence::{FenceError, PathFence};
-pub use process_groups::ProcessGroups;
+pub use process_groups::{ProcessGroups, kill_group};
 pub use spill::cap_output;
 
 /// The largest file read_file and edit_file read whole; larger ones are

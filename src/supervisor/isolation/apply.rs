@@ -59,7 +59,7 @@ pub async fn apply(
         git_dir: record.git_dir.clone(),
     };
     let here = Place::default();
-    let reference = format!("refs/heads/{}", record.branch);
+    let reference = record.reference();
     let head = git
         .run(&here, ["rev-parse", "--verify", &reference])
         .await?;
