@@ -152,7 +152,11 @@ pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
             isolation.git_dir.display()
         ),
     }
-    let kept = kept_checkouts(run_dir);
+    let kept: Vec<String> = crate::supervisor::isolation::kept_checkouts(run_dir)
+        .iter()
+        .filter_map(|dir| dir.strip_prefix(run_dir).ok())
+        .map(|dir| dir.display().to_string())
+        .collect();
     if !kept.is_empty() {
         crate::tell!(
             "troupe: {} checkout{} of failed steps kept ({}); remove with: troupe clean {} --workspace {}",
@@ -164,25 +168,4 @@ pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
         );
     }
     code
-}
-
-/// `STEP/checkout-N` of every checkout still in the run directory.
-fn kept_checkouts(run_dir: &Path) -> Vec<String> {
-    let mut kept: Vec<String> = walkdir::WalkDir::new(run_dir)
-        .min_depth(2)
-        .max_depth(2)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_type().is_dir() && e.file_name().to_string_lossy().starts_with("checkout-")
-        })
-        .filter_map(|e| {
-            e.path()
-                .strip_prefix(run_dir)
-                .ok()
-                .map(|p| p.display().to_string())
-        })
-        .collect();
-    kept.sort();
-    kept
 }

@@ -170,6 +170,13 @@ fn a_failed_steps_checkout_is_kept_until_clean() {
         "{}",
         team.run.stderr
     );
+    assert!(
+        team.run
+            .stderr
+            .contains("1 checkout of failed steps kept (a/checkout-1)"),
+        "the checkout, not its git directory too: {}",
+        team.run.stderr
+    );
     let run_id = team.record()["run_id"].as_str().unwrap().to_string();
     let cleaned = cli(&sandbox, &["clean", &run_id]);
     assert_eq!(cleaned.code, 0, "{}", cleaned.stderr);

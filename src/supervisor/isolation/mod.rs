@@ -86,7 +86,8 @@ pub struct IsolationRecord {
 }
 
 impl IsolationRecord {
-    fn reference(&self) -> String {
+    /// The integration branch's full reference.
+    pub fn reference(&self) -> String {
         format!("refs/heads/{}", self.branch)
     }
 }
@@ -289,12 +290,12 @@ impl Worktrees {
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
         let Head { commit: base, tree } = self.head.lock().await.clone();
-        let link = |path: &Path, text: String| {
+        let write = |path: &Path, text: String| {
             crate::fsutil::write_atomic(path, text.as_bytes(), Durability::Atomic).map_err(io(path))
         };
         nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
-        link(&git_dir.join("HEAD"), format!("{base}\n"))?;
-        link(
+        write(&git_dir.join("HEAD"), format!("{base}\n"))?;
+        write(
             &git_dir.join("commondir"),
             format!("{}\n", self.common.display()),
         )?;
@@ -316,7 +317,7 @@ impl Worktrees {
         // So that git works for the agent in its checkout; troupe itself
         // never reads this file back.
         let pointer = checkout.dir.join(".git");
-        link(
+        write(
             &pointer,
             format!("gitdir: {}\n", checkout.git.git_dir.display()),
         )?;
@@ -481,21 +482,31 @@ fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {
 /// Removes every checkout left in `run_dir` (those of failed steps), with
 /// its git directory; `troupe clean`. The checkouts removed.
 pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut removed = Vec::new();
-    for entry in walkdir::WalkDir::new(run_dir)
+    let kept = kept_checkouts(run_dir);
+    for checkout in &kept {
+        let mut git_dir = checkout.clone().into_os_string();
+        git_dir.push(".git");
+        remove_all(&[checkout.clone(), PathBuf::from(git_dir)])?;
+    }
+    Ok(kept)
+}
+
+/// The checkouts still in `run_dir` (`<step>/checkout-N`, not their git
+/// directories beside them), in order.
+pub fn kept_checkouts(run_dir: &Path) -> Vec<PathBuf> {
+    let mut kept: Vec<PathBuf> = walkdir::WalkDir::new(run_dir)
         .min_depth(2)
         .max_depth(2)
         .into_iter()
         .filter_map(Result::ok)
-    {
-        let name = entry.file_name().to_string_lossy();
-        if entry.file_type().is_dir() && name.starts_with("checkout-") && !name.ends_with(".git") {
-            let git_dir = entry.path().with_file_name(format!("{name}.git"));
-            remove_all(&[entry.path().to_path_buf(), git_dir])?;
-            removed.push(entry.path().to_path_buf());
-        }
-    }
-    Ok(removed)
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy();
+            entry.file_type().is_dir() && name.starts_with("checkout-") && !name.ends_with(".git")
+        })
+        .map(|entry| entry.path().to_path_buf())
+        .collect();
+    kept.sort();
+    kept
 }
 
 async fn check_version() -> Result<(), IsolationError> {
