@@ -220,11 +220,13 @@ pub enum RunEvent {
 
 impl RunEvent {
     /// Whether a resume depends on this event reaching the disk with the
-    /// record: a plan taken, a step settled, the run's end.
+    /// record: a plan taken, the run's branch made, a step settled, the
+    /// run's end.
     pub fn commits(&self) -> bool {
         matches!(
             self,
             RunEvent::PlanReady { .. }
+                | RunEvent::Isolation { .. }
                 | RunEvent::StepCompleted { .. }
                 | RunEvent::StepFailed { .. }
                 | RunEvent::StepUnreviewed { .. }
