@@ -17,7 +17,8 @@ struct AgentArgs {
     #[arg(long, value_name = "PATH", required_unless_present = "probe_sandbox")]
     task: Option<PathBuf>,
 
-    /// Print what this kernel's Landlock can enforce, as JSON, and exit.
+    /// Confine a scratch worker as an agent is confined and print what held,
+    /// layer by layer, as the JSON of an agent's stats.sandbox; exit.
     #[arg(long, conflicts_with = "task")]
     probe_sandbox: bool,
 
@@ -32,10 +33,7 @@ fn main() -> ExitCode {
     let args = AgentArgs::parse();
     let Some(task) = args.task else {
         return match troupe::sandbox::probe() {
-            Ok(report) => {
-                troupe::say!("{}", serde_json::to_string(&report).unwrap_or_default());
-                ExitCode::SUCCESS
-            }
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 troupe::tell!("troupe-agent: {e}");
                 ExitCode::FAILURE

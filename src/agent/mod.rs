@@ -29,16 +29,17 @@ use self::outbox::Outbox;
 use self::parent_model::ParentModel;
 use self::session::{LoopEnd, Session};
 use self::stats::StatsCounter;
+use crate::fsutil::RecordDir;
 use crate::llm::ChatModel;
 use crate::llm::scripted::ScriptedModel;
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, PROTOCOL_VERSION, SandboxReport,
     TaskFile, encode_line,
 };
-use crate::sandbox;
+use crate::sandbox::{self, Confined};
 use crate::signal::StopSignal;
 use crate::tools::mcp::McpRelay;
-use crate::tools::{PathFence, ToolContext, ToolRegistry};
+use crate::tools::{CommandSetting, PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
 
 pub struct AgentOptions {
@@ -54,6 +55,9 @@ pub struct AgentOptions {
 /// The task is read and the sandbox applied before the runtime exists, so
 /// no thread escapes the sandbox.
 pub fn main(options: AgentOptions) -> ExitCode {
+    // The pid troupe knows it by: past this point the agent may be a
+    // process of a PID namespace of its own.
+    let pid = std::process::id();
     if let Err(message) = birth::take_over() {
         write_now(&FromChild::error(message));
         return ExitCode::FAILURE;
@@ -87,16 +91,21 @@ pub fn main(options: AgentOptions) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let sandbox = match sandbox::apply(&task, &settings) {
-        Ok(report) => report,
+    let confined = match sandbox::enter(&task, &settings) {
+        Ok(confined) => confined,
         Err(e) => {
-            write_now(&hello(&task, None));
+            write_now(&hello(&task, pid, None));
             write_now(&FromChild::error(e.to_string()));
             return ExitCode::FAILURE;
         }
     };
-    if !sandbox.note.is_empty() {
-        crate::tell!("troupe-agent: {}", sandbox.note);
+    if !confined.report.note.is_empty() {
+        crate::tell!("troupe-agent: {}", confined.report.note);
+    }
+    if let Some(tmp) = &confined.tmp_dir {
+        // SAFETY: the agent has one thread still; no other reads the
+        // environment while it changes.
+        unsafe { std::env::set_var("TMPDIR", tmp) };
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -109,7 +118,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
         }
     };
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(run(task, sandbox, model))
+        runtime.block_on(run(task, pid, confined, model))
     }));
     // The stdin reader sits in a blocking read the parent may never end;
     // waiting for it would keep a finished child, or one that panicked,
@@ -126,22 +135,23 @@ pub fn main(options: AgentOptions) -> ExitCode {
 
 async fn run(
     task: TaskFile,
-    sandbox: SandboxReport,
+    pid: u32,
+    confined: Confined,
     model: Option<Arc<dyn ChatModel>>,
 ) -> ExitCode {
     let out = Outbox::stdout();
-    out.send(&hello(&task, Some(sandbox.clone())));
-    let code = run_task(&task, sandbox, model, &out).await;
+    out.send(&hello(&task, pid, Some(confined.report.clone())));
+    let code = run_task(&task, confined, model, &out).await;
     out.flush().await;
     code
 }
 
-fn hello(task: &TaskFile, sandbox: Option<SandboxReport>) -> FromChild {
+fn hello(task: &TaskFile, pid: u32, sandbox: Option<SandboxReport>) -> FromChild {
     FromChild::Hello {
         protocol: PROTOCOL_VERSION,
         agent_id: task.agent_id.clone(),
         role: task.role,
-        pid: std::process::id(),
+        pid,
         sandbox,
     }
 }
@@ -169,10 +179,16 @@ fn read_task(path: &Path) -> Result<TaskFile, String> {
 
 async fn run_task(
     task: &TaskFile,
-    sandbox: SandboxReport,
+    confined: Confined,
     model: Option<Arc<dyn ChatModel>>,
     out: &Outbox,
 ) -> ExitCode {
+    let Confined {
+        report: sandbox,
+        journal,
+        tmp_dir: _,
+        limit_events,
+    } = confined;
     let cancel = StopSignal::default();
     watch_sigterm(cancel.clone());
     let (model, relay): (Arc<dyn ChatModel>, Option<Arc<dyn McpRelay>>) = match model {
@@ -183,9 +199,8 @@ async fn run_task(
             (Arc::new(parent), Some(relay))
         }
     };
-    let setup = crate::fsutil::nofollow::create_dir_all(&task.subagent_dir())
-        .and_then(|_| PathFence::new(&task.workspace, &task.agent_dir));
-    let fence = match setup {
+    let records = Arc::new(RecordDir::from_fd(journal, task.subagent_dir()));
+    let fence = match PathFence::new(&task.workspace, &task.agent_dir) {
         Ok(fence) => fence,
         Err(e) => {
             return fail(
@@ -195,11 +210,22 @@ async fn run_task(
         }
     };
     let conversation = Conversation::for_task(task);
-    let mut transcript = match TranscriptWriter::create(task.transcript_path(), conversation) {
+    let mut transcript = match TranscriptWriter::create(Arc::clone(&records), conversation) {
         Ok(transcript) => transcript,
         Err(e) => return fail(out, format!("cannot write the transcript: {e}")),
     };
-    let ctx = Arc::new(ToolContext::new(fence, task.limits.clone()));
+    let commands = CommandSetting {
+        limit_events,
+        memory: task.sandbox.max_memory,
+        processes: task.sandbox.max_processes,
+        withheld_env: task.sandbox.mcp_only_env.clone(),
+    };
+    let ctx = Arc::new(ToolContext::new(
+        fence,
+        records,
+        task.limits.clone(),
+        commands,
+    ));
     let with_shell = sandbox.fully_enforced();
     let stats = Arc::new(StatsCounter::new(Some(sandbox)));
     let heartbeat = start_heartbeat(

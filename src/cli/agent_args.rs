@@ -66,6 +66,23 @@ pub struct AgentArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_file_size: u64,
 
+    /// The memory each agent and everything it starts may use (4G, 512M;
+    /// 0 for no bound): its control group's bound where troupe can make
+    /// one, else each process's RLIMIT_DATA.
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = crate::settings::numbers::bytes_or_off)]
+    pub max_memory: u64,
+
+    /// The processes each agent and everything it starts may have at once
+    /// (0 for no bound): its control group's pids.max, else RLIMIT_NPROC in
+    /// its user namespace.
+    #[arg(long, value_name = "N", default_value_t = 512, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u64>)]
+    pub max_processes: u64,
+
+    /// The CPU seconds each command an agent runs may use (RLIMIT_CPU;
+    /// 0 for no bound, the default: its timeout bounds it).
+    #[arg(long, value_name = "SECS", default_value_t = 0, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_off)]
+    pub max_command_cpu: u64,
+
     /// The Landlock sandbox of each agent: auto enforces what the kernel
     /// can and says what it cannot; required refuses to run an agent the
     /// kernel cannot fully confine; off runs agents unconfined
@@ -183,6 +200,7 @@ impl AgentArgs {
             max_tokens,
             command_timeout_seconds: self.command_timeout.max(1),
             max_file_size: Some(self.max_file_size),
+            max_command_cpu: (self.max_command_cpu > 0).then_some(self.max_command_cpu),
             heartbeat_seconds: if idle > 0 {
                 (idle / 3).clamp(1, 10)
             } else {
@@ -243,6 +261,9 @@ impl AgentArgs {
             allow_network: self.allow_network,
             read_scope: read_scope.unwrap_or_default(),
             allow_read,
+            max_memory: (self.max_memory > 0).then_some(self.max_memory),
+            max_processes: (self.max_processes > 0).then_some(self.max_processes),
+            ..SandboxSettings::default()
         })
     }
 }

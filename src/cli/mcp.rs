@@ -56,8 +56,11 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     }
     let mut all_started = true;
     let logs = tempfile::tempdir()?;
+    let log_dir = std::sync::Arc::new(crate::fsutil::RecordDir::open(
+        &logs.path().canonicalize()?,
+    )?);
     for server in &servers {
-        let log = logs.path().join(format!("{}.log", server.name));
+        let log = crate::mcp::client::ServerLog::new(std::sync::Arc::clone(&log_dir), &server.name);
         let roles: Vec<&str> = server.roles.iter().map(|r| r.as_str()).collect();
         let listed = match Connection::start(server, &args.workspace, Some(&log)).await {
             Ok(connection) => {

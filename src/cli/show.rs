@@ -176,6 +176,11 @@ fn print_diff(
 
 async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Result<ExitCode> {
     let path = dir.join(SUBAGENT_DIR).join("conversations.json");
+    // An agent just started has a task file and a supervisor, and its
+    // transcript a moment later.
+    while args.follow && !crate::transcript::exists(&path) && registry::is_held(dir) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     if args.json {
         match crate::fsutil::is_regular(&path) {
             true => crate::console::out(&read(&path)?),

@@ -6,12 +6,14 @@ mod durability;
 mod latest;
 pub mod nofollow;
 mod pace;
+mod record_dir;
 mod records;
 
 pub use durability::{Durability, DurabilityMode, set_mode};
 pub use latest::LatestWriter;
 pub use pace::{Next, Pace};
 
+pub use record_dir::RecordDir;
 pub use records::{
     RecordError, create_file, is_regular, open_append, read_bounded, read_json, read_record,
     read_tail, write_atomic, write_json_atomic,

@@ -12,6 +12,7 @@
 //! would wait for a writer forever) and bounded before anything is
 //! allocated.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -35,23 +36,32 @@ const RECORD_CAP: u64 = 256 * 1024 * 1024;
 /// Replaces `path` with `bytes` in one rename, flushed to the disk as
 /// `durability` says.
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> io::Result<()> {
-    let flush = durability.flushes();
     let (parent, name) = nofollow::split(path)?;
     let dir = nofollow::open_dir(parent)?;
-    let (temp_name, temp) = create_temp(dir.as_fd())?;
+    write_atomic_in(dir.as_fd(), name, bytes, durability)
+}
+
+/// Replaces `name` in the open directory `dir` with `bytes`, as
+/// `write_atomic` does.
+pub(super) fn write_atomic_in(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    bytes: &[u8],
+    durability: Durability,
+) -> io::Result<()> {
+    let flush = durability.flushes();
+    let (temp_name, temp) = create_temp(dir)?;
     let mut file = File::from(temp);
     let written = file
         .write_all(bytes)
         .and_then(|()| if flush { file.sync_data() } else { Ok(()) })
-        .and_then(|()| {
-            renameat(dir.as_fd(), temp_name.as_str(), dir.as_fd(), name).map_err(io::Error::from)
-        });
+        .and_then(|()| renameat(dir, temp_name.as_str(), dir, name).map_err(io::Error::from));
     if let Err(e) = written {
-        let _ = unlinkat(dir.as_fd(), temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
+        let _ = unlinkat(dir, temp_name.as_str(), UnlinkatFlags::NoRemoveDir);
         return Err(e);
     }
     match flush {
-        true => fsync(dir.as_fd()).map_err(io::Error::from),
+        true => fsync(dir).map_err(io::Error::from),
         false => Ok(()),
     }
 }
@@ -62,21 +72,30 @@ pub fn write_json_atomic<T: Serialize>(
     value: &T,
     durability: Durability,
 ) -> io::Result<()> {
+    write_atomic(path, &pretty_json(value)?, durability)
+}
+
+/// `value` as pretty JSON with a final newline.
+pub(super) fn pretty_json<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes, durability)
+    Ok(bytes)
 }
 
 /// A new, empty file at `path` (a log), replacing whatever name was there.
 pub fn create_file(path: &Path) -> io::Result<File> {
     let (parent, name) = nofollow::split(path)?;
     let dir = nofollow::open_dir(parent)?;
-    match unlinkat(dir.as_fd(), name, UnlinkatFlags::NoRemoveDir) {
+    create_file_in(dir.as_fd(), name)
+}
+
+pub(super) fn create_file_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<File> {
+    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => {}
         Err(e) => return Err(e.into()),
     }
     let fd = nofollow::open_beneath(
-        dir.as_fd(),
+        dir,
         Path::new(name),
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
         Mode::from_bits_truncate(0o644),

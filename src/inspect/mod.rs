@@ -110,7 +110,11 @@ pub fn resolve(results: &Path, name: &str) -> Result<Target, String> {
     }
     let id = name.strip_prefix("agent_").unwrap_or(name);
     let dir = registry::agent_dir(results, id);
-    if crate::transcript::exists(&dir.join(SUBAGENT_DIR).join("conversations.json")) {
+    let records = dir.join(SUBAGENT_DIR);
+    // A task file is enough: an agent whose transcript is a moment away.
+    if crate::transcript::exists(&records.join("conversations.json"))
+        || is_regular(&records.join("task.json"))
+    {
         return Ok(Target::Agent(dir));
     }
     if let Some((run, step)) = name.split_once('/') {

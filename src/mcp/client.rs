@@ -47,7 +47,7 @@ impl Connection {
     pub async fn start(
         server: &McpServer,
         workspace: &Path,
-        log: Option<&Path>,
+        log: Option<&ServerLog>,
     ) -> Result<Connection, McpError> {
         if let Some(url) = &server.url {
             return Self::reach(server, url).await;
@@ -82,9 +82,9 @@ impl Connection {
             command.env("GIT_CONFIG_GLOBAL", "/dev/null");
         }
         let stderr = match log {
-            Some(path) => Stdio::from(
-                crate::fsutil::open_append(path)
-                    .map_err(|e| failed(format!("{}: {e}", path.display())))?,
+            Some(log) => Stdio::from(
+                log.open()
+                    .map_err(|e| failed(format!("{}: {e}", log.path().display())))?,
             ),
             None => Stdio::null(),
         };
@@ -103,7 +103,7 @@ impl Connection {
         let service = match tokio::time::timeout(limit, ().serve(transport)).await {
             Ok(Ok(service)) => service,
             Ok(Err(e)) => {
-                let said = log.map(last_words).unwrap_or_default();
+                let said = log.map(|log| last_words(&log.path())).unwrap_or_default();
                 return Err(failed(format!(
                     "{e} (it exited, or does not speak MCP on stdio){said}"
                 )));
@@ -227,7 +227,27 @@ fn last_words(log: &Path) -> String {
     }
 }
 
-/// Where an agent's server keeps its stderr: `.subagent/mcp-<name>.log`.
-pub fn log_path(subagent_dir: &Path, server: &str) -> PathBuf {
-    subagent_dir.join(format!("mcp-{server}.log"))
+/// Where a server keeps its stderr: `mcp-<name>.log` in a records
+/// directory (an agent's `.subagent/`), appended to through the
+/// directory's descriptor.
+pub struct ServerLog {
+    dir: std::sync::Arc<crate::fsutil::RecordDir>,
+    name: String,
+}
+
+impl ServerLog {
+    pub fn new(dir: std::sync::Arc<crate::fsutil::RecordDir>, server: &str) -> Self {
+        ServerLog {
+            dir,
+            name: format!("mcp-{server}.log"),
+        }
+    }
+
+    fn open(&self) -> std::io::Result<std::fs::File> {
+        self.dir.open_append(&self.name)
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join(&self.name)
+    }
 }

@@ -17,7 +17,9 @@ pub use messages::{
     AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, ModelFailure,
     PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,
 };
-pub use sandbox::{ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings};
+pub use sandbox::{
+    LimitKind, LimitsReport, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings,
+};
 pub use status::AgentStatus;
 pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
 pub use verdict::{parse_verdict, verdict_schema};

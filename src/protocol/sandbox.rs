@@ -64,6 +64,25 @@ pub struct SandboxSettings {
     /// Directories (or files) readable whatever the scope: absolute, real
     /// paths.
     pub allow_read: Vec<std::path::PathBuf>,
+    /// Paths inside what the agent may write that it and its commands may
+    /// only read: the user's repository and troupe's own configuration in
+    /// the workspace. Those that do not exist are left alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only: Vec<std::path::PathBuf>,
+    /// Files the agent sees empty: a repository's `config`, which may hold
+    /// a token, for agents that read the repository.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<std::path::PathBuf>,
+    /// The memory the agent and everything it starts may use, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<u64>,
+    /// The processes the agent and everything it starts may have at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_processes: Option<u64>,
+    /// Variables the agent has only for the MCP servers it starts, which
+    /// its commands do not get.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_only_env: Vec<String>,
 }
 
 /// What was enforced, for the agent's stats and the run's summary.
@@ -81,9 +100,67 @@ pub struct SandboxReport {
     /// own directory.
     #[serde(default)]
     pub results_read_only: bool,
+    /// Whether the agent's commands cannot write its `.subagent/` (troupe's
+    /// records of it, and the agent's own transcript).
+    #[serde(default)]
+    pub records_read_only: bool,
+    /// Whether the workspace's `.git`, `troupe.toml` and `.troupe/` are
+    /// read-only to the agent and its commands.
+    #[serde(default)]
+    pub repository_read_only: bool,
+    /// The namespaces the agent is the sole user of: `user`, `mount`,
+    /// `pid` (what it starts dies with it and sees no other process),
+    /// `network` (its own loopback only), `ipc`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Whether the host's socket directories (`/run`, `/tmp`, home
+    /// directories, ...) are empty to the agent, so that no Unix socket of
+    /// another program is reachable by its path.
+    #[serde(default)]
+    pub host_sockets_masked: bool,
+    /// Whether the agent's system calls are filtered (no new user
+    /// namespaces, ptrace, keyctl, bpf, perf_event_open, userfaultfd,
+    /// io_uring; no socket but a Unix one where there is no network
+    /// namespace to deny the network).
+    #[serde(default)]
+    pub seccomp: bool,
+    /// Whether Landlock keeps the agent's commands from signalling
+    /// processes outside it and from reaching abstract Unix sockets
+    /// (Landlock ABI 6).
+    #[serde(default)]
+    pub scoped: bool,
+    /// The uid the agent runs as on the host, when troupe runs as root
+    /// and gave it an unprivileged one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// The bounds on the agent's memory and processes, and how they hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsReport>,
     /// What was not enforced, in words; empty when all of it was.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+}
+
+/// How an agent's memory and processes are bounded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsReport {
+    /// Bytes of memory, when bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Processes at once, when bounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// `cgroup`: the agent's own control group bounds the whole agent;
+    /// `rlimit`: resource limits bound each process (memory) or the
+    /// agent's user namespace (processes).
+    pub by: LimitKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    Cgroup,
+    Rlimit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -96,6 +173,25 @@ pub enum SandboxLevel {
 }
 
 impl SandboxReport {
+    /// A report of `status` that claims nothing else yet.
+    pub fn new(status: SandboxLevel, abi: Option<u32>) -> Self {
+        SandboxReport {
+            status,
+            abi,
+            network_denied: false,
+            results_read_only: false,
+            records_read_only: false,
+            repository_read_only: false,
+            namespaces: Vec::new(),
+            host_sockets_masked: false,
+            seccomp: false,
+            scoped: false,
+            uid: None,
+            limits: None,
+            note: String::new(),
+        }
+    }
+
     /// Whether the file-system policy holds in full: what it takes to hand
     /// a Reviewer a shell that cannot change the workspace.
     pub fn fully_enforced(&self) -> bool {

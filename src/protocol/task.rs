@@ -184,6 +184,10 @@ pub struct AgentLimits {
     /// write_file, edit_file and spilled output may make; `None` for no
     /// limit.
     pub max_file_size: Option<u64>,
+    /// The CPU seconds a command may use (its RLIMIT_CPU); `None` for no
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_command_cpu: Option<u64>,
     /// Tool output longer than this is cut in the conversation and spilled
     /// whole to a file in `.subagent/outputs/`.
     pub output_cap_bytes: usize,
@@ -217,6 +221,7 @@ impl Default for AgentLimits {
             command_timeout_seconds: 120,
             max_command_timeout_seconds: 3600,
             max_file_size: None,
+            max_command_cpu: None,
             output_cap_bytes: 20_000,
             heartbeat_seconds: 10,
             context_window: None,

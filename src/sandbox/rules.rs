@@ -1,5 +1,6 @@
-//! The Landlock policy of an agent: what it may write, and whether it may
-//! use TCP.
+//! The Landlock policy of an agent: what it may write, whether it may use
+//! TCP, and (a second layer, Landlock ABI 6) that it may neither signal a
+//! process outside it nor reach an abstract Unix socket outside it.
 //!
 //! Landlock is best-effort by design: an older kernel enforces part of the
 //! policy or none of it, and the report says which.
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use crate::protocol::{SandboxLevel, SandboxReport};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, LandlockStatus, RestrictionStatus, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, path_beneath_rules,
+    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
 };
 
 /// The newest Landlock ABI whose rights the policy uses: V5 for the file
@@ -49,6 +50,17 @@ pub fn restrict(
         .restrict_self()
 }
 
+/// Keeps the calling thread, and all it starts afterwards, from signalling
+/// processes and reaching abstract Unix sockets outside its Landlock
+/// domain. Whether the kernel has scopes (ABI 6).
+pub fn scope() -> Result<bool, RulesetError> {
+    let status = Ruleset::default()
+        .scope(Scope::from_all(ABI::V6))?
+        .create()?
+        .restrict_self()?;
+    Ok(status.ruleset == RulesetStatus::FullyEnforced)
+}
+
 /// What the kernel enforced, in the report's terms.
 pub fn report(status: &RestrictionStatus, deny_network: bool) -> SandboxReport {
     let abi = match status.landlock {
@@ -82,10 +94,8 @@ pub fn report(status: &RestrictionStatus, deny_network: bool) -> SandboxReport {
         }
     };
     SandboxReport {
-        status: level,
-        abi,
         network_denied,
-        results_read_only: false,
         note,
+        ..SandboxReport::new(level, abi)
     }
 }

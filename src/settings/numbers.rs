@@ -34,6 +34,25 @@ pub fn context_tokens(text: &str) -> Result<u32, String> {
     whole(text, 256).map_err(|()| "must be a whole number of tokens, 256 or more".to_string())
 }
 
+/// A size in bytes, with an optional binary unit (`512M`, `4G`, `4GiB`);
+/// 0 turns the bound off.
+pub fn bytes_or_off(text: &str) -> Result<u64, String> {
+    let wrong = || "must be a size in bytes, like 4G or 512M (0 turns it off)".to_string();
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let shift = match unit.trim_end_matches("iB").trim_end_matches('B') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" | "m" => 20,
+        "G" | "g" => 30,
+        "T" | "t" => 40,
+        _ => return Err(wrong()),
+    };
+    let value: u64 = whole(number, 0).map_err(|()| wrong())?;
+    value.checked_mul(1 << shift).ok_or_else(wrong)
+}
+
 /// `text` as a whole number of at least `min` that fits `T`.
 fn whole<T: TryFrom<u64>>(text: &str, min: u64) -> Result<T, ()> {
     let text = text.trim();
@@ -49,7 +68,18 @@ fn whole<T: TryFrom<u64>>(text: &str, min: u64) -> Result<T, ()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{count, positive, seconds, seconds_or_off};
+    use super::{bytes_or_off, count, positive, seconds, seconds_or_off};
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(bytes_or_off("4G"), Ok(4 << 30));
+        assert_eq!(bytes_or_off("512MiB"), Ok(512 << 20));
+        assert_eq!(bytes_or_off("1000"), Ok(1000));
+        assert_eq!(bytes_or_off("0"), Ok(0));
+        for bad in ["", "G", "4X", "-1G", "1.5G", "99999999999T"] {
+            assert!(bytes_or_off(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn one_message_for_every_wrong_number() {

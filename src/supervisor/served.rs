@@ -138,6 +138,9 @@ impl<'r, 'a> Served<'r, 'a> {
                 }
                 self.hello = true;
                 self.hello_at.get_or_insert_with(Instant::now);
+                // The process troupe started is the one it can kill; the
+                // child's word for its pid is for a launcher's child only.
+                let pid = self.pid.unwrap_or(pid);
                 self.event(AgentEvent::Started { pid });
                 if let Some(report) = &sandbox {
                     self.event(AgentEvent::Sandbox { report });

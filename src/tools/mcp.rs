@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
-use crate::mcp::client::{Connection, McpError, log_path};
+use crate::mcp::client::{Connection, McpError, ServerLog};
 use crate::mcp::config::{McpServer, tool_name};
 use crate::mcp::remote::RemoteTool;
 use crate::protocol::SUBAGENT_DIR;
@@ -26,7 +26,7 @@ use crate::protocol::SUBAGENT_DIR;
 struct ServerSlot {
     config: McpServer,
     workspace: PathBuf,
-    log: PathBuf,
+    log: ServerLog,
     connection: tokio::sync::Mutex<Option<Connection>>,
     restarted: AtomicBool,
 }
@@ -41,12 +41,11 @@ pub struct Started {
 /// Starts `servers` (at once), lists their tools and keeps those their
 /// filters admit.
 pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
-    let subagent = ctx.fence.agent_dir().join(SUBAGENT_DIR);
     let starts = servers.iter().map(|config| {
         let slot = Arc::new(ServerSlot {
             config: config.clone(),
             workspace: ctx.fence.workspace().to_path_buf(),
-            log: log_path(&subagent, &config.name),
+            log: ServerLog::new(Arc::clone(&ctx.records), &config.name),
             connection: tokio::sync::Mutex::new(None),
             restarted: AtomicBool::new(false),
         });
@@ -295,10 +294,12 @@ fn save(
         .filter(char::is_ascii_alphanumeric)
         .take(8)
         .collect();
-    let path = dir.join(format!("{tool}-{n}.{extension}"));
-    let written = crate::fsutil::nofollow::create_dir_all(&dir).and_then(|_| {
-        crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Atomic)
-    });
+    let name = format!("{tool}-{n}.{extension}");
+    let path = dir.join(&name);
+    let written = ctx
+        .records
+        .subdir("outputs")
+        .and_then(|dir| dir.write_atomic(&name, &bytes, crate::fsutil::Durability::Atomic));
     match written {
         Ok(()) => format!("({} bytes saved to {})", bytes.len(), path.display()),
         Err(e) => format!("({} bytes that could not be saved: {e})", bytes.len()),

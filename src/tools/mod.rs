@@ -30,6 +30,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::chat::ToolSpec;
+use crate::fsutil::RecordDir;
 use crate::protocol::AgentLimits;
 
 pub use fence::{FenceError, PathFence};
@@ -120,16 +121,40 @@ impl From<FenceError> for ToolError {
 /// written (for the result's deliverables list).
 pub struct ToolContext {
     pub fence: PathFence,
+    /// The agent's `.subagent/`, where tools save what they spill.
+    pub records: Arc<RecordDir>,
     pub limits: AgentLimits,
+    pub commands: CommandSetting,
     pub groups: ProcessGroups,
     pub written: Mutex<BTreeSet<PathBuf>>,
 }
 
+/// What `run_command` and the MCP servers an agent starts need to know of
+/// the agent's sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct CommandSetting {
+    /// The files that count the times the agent's control group hit a
+    /// bound, to tell a command that hit one.
+    pub limit_events: Vec<PathBuf>,
+    /// The agent's bounds, to name in that message.
+    pub memory: Option<u64>,
+    pub processes: Option<u64>,
+    /// Variables that are an MCP server's alone, kept from commands.
+    pub withheld_env: Vec<String>,
+}
+
 impl ToolContext {
-    pub fn new(fence: PathFence, limits: AgentLimits) -> Self {
+    pub fn new(
+        fence: PathFence,
+        records: Arc<RecordDir>,
+        limits: AgentLimits,
+        commands: CommandSetting,
+    ) -> Self {
         ToolContext {
             fence,
+            records,
             limits,
+            commands,
             groups: ProcessGroups::default(),
             written: Mutex::new(BTreeSet::new()),
         }

@@ -37,8 +37,10 @@ pub fn cap_output(mut output: ToolOutput, ctx: &ToolContext, call_id: &str) -> T
         .and_then(|max| usize::try_from(max).ok())
         .unwrap_or(usize::MAX);
     let spilled = crate::text::prefix(&output.content, max);
-    let saved = crate::fsutil::nofollow::create_dir_all(&spill_dir)
-        .and_then(|_| crate::fsutil::create_file(&path))
+    let saved = ctx
+        .records
+        .subdir("outputs")
+        .and_then(|dir| dir.create_file(&format!("{file_name}.txt")))
         .and_then(|mut file| file.write_all(spilled.as_bytes()));
     let shown = ctx.fence.display(&path);
     let note = match saved {

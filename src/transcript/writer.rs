@@ -1,9 +1,10 @@
 //! The child's handle on its transcript: the whole record in memory, the
 //! start and each change appended to the journal in one write each, and
-//! `conversations.json` written, sealed and flushed, at the end.
+//! `conversations.json` written, sealed and flushed, at the end. Both are
+//! written through the agent's open `.subagent/`, which its commands see
+//! read-only.
 
 use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,11 +13,15 @@ use chrono::Utc;
 use super::journal::{self, Entry};
 use super::{Compaction, Conversation};
 use crate::chat::Message;
-use crate::fsutil::{Durability, write_json_atomic};
+use crate::fsutil::{Durability, RecordDir};
 use crate::protocol::{AgentStats, AgentStatus, StopReason};
 
+/// The names of the transcript and its journal in `.subagent/`.
+const TRANSCRIPT: &str = "conversations.json";
+const JOURNAL: &str = "journal.jsonl";
+
 pub struct TranscriptWriter {
-    path: PathBuf,
+    dir: Arc<RecordDir>,
     doc: Arc<Conversation>,
     journal: File,
     /// Time spent writing so far.
@@ -26,11 +31,11 @@ pub struct TranscriptWriter {
 impl TranscriptWriter {
     /// Opens the journal with the conversation's start before it returns,
     /// so a transcript exists from the start.
-    pub fn create(path: PathBuf, doc: Conversation) -> std::io::Result<Self> {
+    pub fn create(dir: Arc<RecordDir>, doc: Conversation) -> std::io::Result<Self> {
         let started = Instant::now();
-        let journal = crate::fsutil::create_file(&journal::path_of(&path))?;
+        let journal = dir.create_file(JOURNAL)?;
         let mut writer = TranscriptWriter {
-            path,
+            dir,
             doc: Arc::new(doc),
             journal,
             spent: Duration::ZERO,
@@ -96,9 +101,12 @@ impl TranscriptWriter {
         doc.stop_reason = stop_reason;
         doc.error = error;
         doc.completed_at = Some(Utc::now());
-        let written = write_json_atomic(&self.path, &*self.doc, Durability::Commit);
+        let written = self
+            .dir
+            .write_json_atomic(TRANSCRIPT, &*self.doc, Durability::Commit);
         if written.is_ok() {
-            journal::remove(&journal::path_of(&self.path));
+            // The sealed transcript holds it all.
+            let _ = self.dir.remove(JOURNAL);
         }
         self.spent += started.elapsed();
         written

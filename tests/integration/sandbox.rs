@@ -53,13 +53,14 @@ fn a_worker_writes_only_inside_the_workspace() {
     let out = run(command);
     assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
     let results = tool_results(&sandbox.transcript(1));
+    // The sibling and $HOME are in /tmp, which the agent sees empty.
     for escape in &results[..2] {
         assert_eq!(escape["success"], false, "{escape}");
         assert!(
             escape["content"]
                 .as_str()
                 .unwrap()
-                .contains("Permission denied"),
+                .contains("No such file or directory"),
             "{escape}"
         );
     }
@@ -79,15 +80,32 @@ fn a_worker_writes_only_inside_the_workspace() {
         "fine\n"
     );
     let tmpdir = std::fs::read_to_string(sandbox.ws().join("tmpdir.txt")).unwrap();
+    assert_eq!(tmpdir.trim(), "/tmp", "the agent's own /tmp");
     assert!(
-        tmpdir
-            .trim()
-            .ends_with("sub_agent_results/agent_1/.subagent/tmp"),
-        "{tmpdir}"
+        !sandbox.root().join("scratch").exists() && !std::path::Path::new("/tmp/scratch").exists(),
+        "the scratch file stayed in the agent's private /tmp"
     );
     let stats = &out.json()["stats"]["sandbox"];
     assert_eq!(stats["status"], "fully_enforced");
     assert_eq!(stats["network_denied"], true);
+    for layer in ["mount", "pid", "network", "ipc"] {
+        assert!(
+            stats["namespaces"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(layer)),
+            "{stats}"
+        );
+    }
+    for layer in [
+        "records_read_only",
+        "repository_read_only",
+        "host_sockets_masked",
+        "seccomp",
+        "scoped",
+    ] {
+        assert_eq!(stats[layer], true, "{layer}: {stats}");
+    }
 }
 
 #[test]
@@ -150,7 +168,7 @@ fn a_reviewer_can_check_but_not_change_the_workspace() {
         results[0]["content"]
             .as_str()
             .unwrap()
-            .contains("Permission denied"),
+            .contains("Read-only file system"),
         "{}",
         results[0]
     );
@@ -279,32 +297,47 @@ fn reads_stay_in_the_read_scope() {
         return;
     }
     let sandbox = Sandbox::new();
-    let private = sandbox.root().join("private");
+    // Outside /tmp, which every agent sees empty whatever the scope.
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let private = elsewhere.path().join("private");
     std::fs::create_dir_all(&private).unwrap();
     std::fs::write(private.join("notes.txt"), "private notes").unwrap();
+    let in_tmp = sandbox.root().join("in-tmp");
+    std::fs::create_dir_all(&in_tmp).unwrap();
+    std::fs::write(in_tmp.join("notes.txt"), "notes in /tmp").unwrap();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
     std::fs::write(sandbox.ws().join("mine.txt"), "workspace file").unwrap();
     let read_private = format!("cat {}/notes.txt", private.display());
+    let read_in_tmp = format!("cat {}/notes.txt", in_tmp.display());
     let commands = [
         read_private.as_str(),
         "cat mine.txt",
         "head -c 5 /etc/passwd",
+        read_in_tmp.as_str(),
     ];
 
     let system = reads_under(&sandbox, &[], &commands);
     assert!(system[0].contains("Permission denied"), "{}", system[0]);
     assert!(system[1].contains("workspace file"), "{}", system[1]);
     assert!(system[2].contains("root:"), "{}", system[2]);
+    assert!(system[3].contains("No such file"), "{}", system[3]);
 
     let allowed = reads_under(
         &sandbox,
-        &["--allow-read", private.to_str().unwrap()],
+        &[
+            "--allow-read",
+            private.to_str().unwrap(),
+            "--allow-read",
+            in_tmp.to_str().unwrap(),
+        ],
         &commands,
     );
     assert!(allowed[0].contains("private notes"), "{}", allowed[0]);
+    assert!(allowed[3].contains("notes in /tmp"), "{}", allowed[3]);
 
     let everything = reads_under(&sandbox, &["--read-scope", "all"], &commands);
     assert!(everything[0].contains("private notes"), "{}", everything[0]);
+    assert!(everything[3].contains("No such file"), "{}", everything[3]);
 
     // With only the workspace readable, no program of the system runs:
     // that scope is for agents that use the file tools alone.

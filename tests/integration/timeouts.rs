@@ -5,18 +5,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Sandbox, alive, read_pid, spawn};
+use crate::common::{Sandbox, living, spawn};
 
 #[test]
 fn a_timeout_keeps_partial_work_and_kills_every_process() {
     let sandbox = Sandbox::new();
-    // Inside the workspace: the sandbox lets a worker's commands write only there.
-    let pids = sandbox.ws().join("pids");
-    std::fs::create_dir_all(&pids).unwrap();
-    let command = format!(
-        "echo $$ > {p}/shell; sleep 300 & echo $! > {p}/background; sleep 300",
-        p = pids.display()
-    );
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let command = "sleep 301.1 & setsid sleep 301.2 & sleep 301.3";
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "partial.txt", "content": "half done"}}]},
         {"tool_calls": [{"name": "run_command", "arguments": {"command": command, "timeout_seconds": 600}}]}
@@ -59,11 +54,11 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
         "the transcript reaches the last message"
     );
 
-    for name in ["shell", "background"] {
-        let pid = read_pid(&pids.join(name));
-        assert!(
-            !alive(pid),
-            "the command's {name} process {pid} is still alive"
+    for marker in ["sleep 301.1", "sleep 301.2", "sleep 301.3"] {
+        assert_eq!(
+            living(marker),
+            Vec::<i32>::new(),
+            "`{marker}` is not alive, in its session or out of it"
         );
     }
 }
@@ -72,9 +67,8 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
 fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
-    let pid_file = sandbox.ws().join("orphan.pid");
-    // The command's shell outlives the agent it kills; the parent must find it.
-    let command = format!("echo $$ > {}; kill -9 $PPID; sleep 30", pid_file.display());
+    // The command's shell outlives the agent it kills; it must die too.
+    let command = "kill -9 $PPID; sleep 30.2";
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "before.txt", "content": "x"}}]},
         {"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}
@@ -96,9 +90,10 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
         "messages up to the kill are kept"
     );
     assert!(sandbox.ws().join("before.txt").exists());
-    assert!(
-        !alive(read_pid(&pid_file)),
-        "the orphaned command was killed with the session"
+    assert_eq!(
+        living("sleep 30.2"),
+        Vec::<i32>::new(),
+        "the orphaned command died with its agent"
     );
 }
 
@@ -106,10 +101,13 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
 fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
-    let pid_file = sandbox.ws().join("bg.pid");
-    let command = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+    let command = "sleep 302.1 & wait";
+    // Asked while the agent lives: its PID namespace would kill the
+    // process anyway when the agent ends.
+    let look = "pgrep -f 'sleep 302[.]1' || echo none-left";
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": command, "timeout_seconds": 1}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": look}}]},
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "survived"}}]}
     ]}]}));
     let run = spawn(&sandbox, 1, "time out a command", &model, &[]);
@@ -123,7 +121,11 @@ fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
             .contains("timed out after 1 s")
     );
     assert!(
-        !alive(read_pid(&pid_file)),
-        "the command's background process was killed"
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("none-left"),
+        "the command's background process was killed: {}",
+        results[1]
     );
 }

@@ -11,9 +11,9 @@ use crate::team::{
     worker_writes,
 };
 
-/// The run directory, found from a worker's TMPDIR
-/// (`<run>/<step>/worker-1/.subagent/tmp`).
-const RUN_DIR: &str = r#"run=$(cd "$TMPDIR/../../../.." && pwd)"#;
+/// The run directory, found from a worker's working directory: the
+/// workspace, or its checkout (`<run>/<step>/checkout-1`).
+const RUN_DIR: &str = r#"run=$(if [ -d sub_agent_results ]; then cd sub_agent_results/run_*; else cd ../..; fi && pwd)"#;
 
 // Regression: troupe followed a planted `<run>/b/worker-1 -> outside`, wrote
 // b's records there and confined b's worker to it.
@@ -89,7 +89,8 @@ fn results_are_read_only_to_workers(as_nobody: bool) {
     let to = outside.display();
     let plant = format!(r#"{RUN_DIR} && mkdir -p "$run/b" && ln -s {to} "$run/b/worker-1""#);
     let tamper = format!(r#"{RUN_DIR} && echo '{{}}' > "$run/run.json""#);
-    let own = "echo mine > report.txt && cd \"$TMPDIR/../..\" && echo mine > own.txt";
+    let own =
+        "echo mine > report.txt && cd sub_agent_results/run_*/a/worker-1 && echo mine > own.txt";
     let rules = vec![
         planner(json!([step("a", &[]), step("b", &["a"])])),
         worker_rule("a", running(&[&plant, &tamper, own])),

@@ -1,5 +1,6 @@
 //! Attack 4, root's powers in tool commands: devices, ownership, modes,
-//! timestamps and extended attributes of files outside the workspace.
+//! timestamps and extended attributes of files outside the workspace,
+//! root's own files, and the descriptors troupe's caller left open.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -19,16 +20,23 @@ fn xattrs(path: &std::path::Path) -> String {
 
 // Regression: as root, a command made a block device in the workspace and
 // wrote through it, and changed owners, modes, times and xattrs of files
-// outside the workspace.
+// outside the workspace; it read /etc/shadow, since the agent kept uid 0.
 #[test]
-fn commands_run_without_capabilities_even_as_root() {
-    let test = "commands_run_without_capabilities_even_as_root";
-    if !crate::common::present(test, "root, whose powers it tries", is_root()) {
+fn commands_run_without_capabilities_or_root_s_uid_even_as_root() {
+    let test = "commands_run_without_capabilities_or_root_s_uid_even_as_root";
+    if !crate::common::present(test, "root, whose powers it tries", is_root())
+        || !crate::common::present(test, "attr's getfattr", crate::common::on_path("getfattr"))
+        || !crate::common::full_sandbox(test)
+    {
         return;
     }
     let sandbox = Sandbox::new();
-    let others = sandbox.root().join("others");
+    // Outside /tmp, which the agent sees empty: in the agent's view, where
+    // only metadata calls can reach it (Landlock does not cover them).
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let others = elsewhere.path().join("others");
     std::fs::create_dir_all(&others).unwrap();
+    std::fs::set_permissions(&others, std::fs::Permissions::from_mode(0o755)).unwrap();
     let theirs = others.join("theirs.txt");
     let ours = others.join("ours.txt");
     for file in [&theirs, &ours] {
@@ -49,6 +57,9 @@ fn commands_run_without_capabilities_even_as_root() {
         format!("setfattr -n trusted.planted -v 1 {t}"),
         format!("echo changed > {t}"),
         format!("chmod 600 {o}"),
+        format!("touch -d 2001-01-01 {o}"),
+        "head -c 1 /etc/shadow".to_string(),
+        "echo written > mine.txt".to_string(),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": running(&commands)}]}));
@@ -64,13 +75,14 @@ fn commands_run_without_capabilities_even_as_root() {
         );
     }
     assert!(out[0].contains("NoNewPrivs:\t1"), "{}", out[0]);
-    for (i, what) in out.iter().enumerate().take(9).skip(1) {
+    for (i, what) in out.iter().enumerate().take(12).skip(1) {
         assert!(
             what.contains("exited with code"),
             "command {} was refused: {what}",
             commands[i]
         );
     }
+    assert!(out[11].contains("Permission denied"), "{}", out[11]);
     assert!(!sandbox.ws().join("disk").exists() && !sandbox.ws().join("tty").exists());
     let after = std::fs::metadata(&theirs).unwrap();
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "as it was\n");
@@ -78,11 +90,17 @@ fn commands_run_without_capabilities_even_as_root() {
     assert_eq!(after.mode() & 0o7777, 0o644);
     assert_eq!(after.mtime(), before.mtime());
     assert!(!xattrs(&theirs).contains("planted"), "{}", xattrs(&theirs));
+    // Root's own files outside the workspace are no longer the agent's:
+    // it runs as an unprivileged uid.
+    let ours_after = std::fs::metadata(&ours).unwrap();
+    assert_eq!(ours_after.mode() & 0o7777, 0o644);
+    assert_ne!(ours_after.mtime(), 978307200, "not touched to 2001");
 
-    // What root keeps: its uid owns root's files. Landlock does not cover
-    // a file's mode, times or xattrs, so a command may still change those
-    // of root's own files outside the workspace, though it cannot write
-    // them (README, Isolation).
-    assert!(!out[9].contains("exited with code"), "{}", out[9]);
-    assert_eq!(std::fs::metadata(&ours).unwrap().mode() & 0o7777, 0o600);
+    // What it writes in the workspace is root's on the disk, as if root
+    // had written it (an id-mapped mount).
+    let mine = std::fs::metadata(sandbox.ws().join("mine.txt")).unwrap();
+    assert_eq!((mine.uid(), mine.gid()), (0, 0));
+    let stats = &run.json()["stats"]["sandbox"];
+    assert_eq!(stats["uid"], 2_000_000_000, "{stats}");
+    assert_eq!(stats["namespaces"][0], "user", "{stats}");
 }

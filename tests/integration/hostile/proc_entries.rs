@@ -8,10 +8,10 @@ use super::{files_holding, outputs, running, unprivileged};
 use crate::common::{Sandbox, run, spawn_command, tool_call_names};
 use crate::team::{finish_team_run, planner, step, team_command, worker_rule};
 
-/// Shell words that find the agent (the leader of the command's session)
-/// and troupe (the agent's parent).
-const FIND: &str =
-    r#"agent=$(awk '{print $6}' /proc/$$/stat); troupe=$(awk '{print $4}' /proc/$agent/stat)"#;
+/// Shell words that find the agent (the command's parent) and the agent's
+/// parent: troupe, or with a PID namespace the namespace's init, troupe
+/// being out of sight.
+const FIND: &str = r#"agent=$PPID; troupe=$(awk '{print $4}' /proc/$agent/stat)"#;
 
 const SECRET: &str = "sk-troupe-test-secret-4242";
 

@@ -1,0 +1,413 @@
+//! An agent's view of the file system, built in its mount namespace the
+//! way bubblewrap builds a sandbox's: the host's tree, with
+//!
+//! - the places other programs keep their sockets and scratch files
+//!   (`/tmp`, `/var/tmp`, `/run`, `/dev/shm`, and the home directories
+//!   unless the read scope is `all`) replaced by empty tmpfs, so no Unix
+//!   socket of another program can be reached by its path, and the
+//!   agent's own directories (workspace, results, prompts, `--allow-read`)
+//!   put back where they were; `/tmp` and `/dev/shm` are the agent's
+//!   private scratch space, bounded by its memory limit;
+//! - a `/dev` of its own with the usual safe nodes only (`null`, `zero`,
+//!   `full`, `random`, `urandom`, `tty`, a `pts` of its own);
+//! - the results directory read-only but for the worker's own directory,
+//!   and a reviewer's workspace read-only as a whole;
+//! - the agent's `.subagent/` read-only: the agent writes its transcript
+//!   there through a descriptor opened before, which its commands do not
+//!   have, so no command can write a record troupe or a reader believes;
+//! - the task's `read_only` paths (the workspace's `.git`, `troupe.toml`,
+//!   `.troupe/`) read-only and its `hidden` files (a repository's
+//!   `config`) empty.
+//!
+//! The mounts exist only in the agent's namespace and end with it. When
+//! troupe runs as root, the agent's directories are id-mapped first (see
+//! `idmap`).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::mount::MsFlags;
+
+use super::idmap::IdMap;
+use super::mounts;
+use crate::protocol::{AgentRole, ReadScope, SandboxSettings, TaskFile};
+
+/// Where other programs keep what the agent must not reach, and the mode
+/// of the empty tmpfs put there; the scratch ones are the agent's to
+/// write.
+const MASKS: &[(&str, u32, Scratch)] = &[
+    ("/tmp", 0o1777, Scratch::Yes),
+    ("/var/tmp", 0o1777, Scratch::Yes),
+    ("/run", 0o755, Scratch::No),
+    ("/var/run", 0o755, Scratch::No),
+];
+
+/// The home directories, masked unless the read scope is `all` and the
+/// agent keeps the user's uid: an unprivileged uid could read nothing of
+/// them, and the masks open a path to a workspace there.
+const HOMES: &[&str] = &["/home", "/root"];
+
+/// The directories masked for an agent, with their modes.
+fn masks(settings: &SandboxSettings, remapped: bool) -> Vec<(&'static str, u32, Scratch)> {
+    let homes = HOMES.iter().map(|home| (*home, 0o755, Scratch::No));
+    match settings.read_scope == ReadScope::All && !remapped {
+        true => MASKS.to_vec(),
+        false => MASKS.iter().copied().chain(homes).collect(),
+    }
+}
+
+/// The first directory on the way to one of the agent's paths that an
+/// unprivileged uid could not pass (no search right for others), outside
+/// the masks, which put fresh directories on the way: an agent that
+/// dropped root's uid could not reach its workspace through it.
+pub fn closed_on_the_way(task: &TaskFile, settings: &SandboxSettings) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let masks = masks(settings, true);
+    kept(task, settings).into_iter().find_map(|path| {
+        path.ancestors()
+            .skip(1)
+            .take_while(|dir| !masks.iter().any(|(mask, _, _)| dir.starts_with(mask)))
+            .find(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 == 0))
+            .map(Path::to_path_buf)
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scratch {
+    Yes,
+    No,
+}
+
+/// The safe device nodes of the agent's `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What the view holds.
+#[derive(Debug)]
+pub struct View {
+    /// The agent's `.subagent/`, open for its own writes.
+    pub journal: OwnedFd,
+    /// Whether its directories are id-mapped for an unprivileged id.
+    pub remapped: bool,
+    /// Directories the agent may write besides its own (its private
+    /// scratch space).
+    pub scratch: Vec<PathBuf>,
+    pub results_read_only: bool,
+    pub records_read_only: bool,
+    pub repository_read_only: bool,
+    pub sockets_masked: bool,
+    /// What did not hold, in words.
+    pub missing: Vec<String>,
+}
+
+/// The paths the agent keeps in its view wherever they lie.
+fn kept(task: &TaskFile, settings: &SandboxSettings) -> Vec<PathBuf> {
+    let mut paths = vec![
+        task.workspace.clone(),
+        task.agent_dir.clone(),
+        task.results_dir(),
+    ];
+    paths.extend(task.prompts_dir.iter().cloned());
+    paths.extend(settings.allow_read.iter().cloned());
+    if settings.allow_network {
+        // A resolver's file often lives under /run (systemd-resolved).
+        paths.extend(std::fs::canonicalize("/etc/resolv.conf").ok());
+    }
+    outermost(paths.into_iter().filter(|p| p.exists()).collect())
+}
+
+/// `paths` without those that lie inside another of them.
+fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
+    let all = paths.clone();
+    paths.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    paths
+}
+
+/// Id-maps the agent's directories (the workspace, its own, the
+/// results), which are root's on the disk and its own through the maps;
+/// all of them or, undone, none.
+fn remap(task: &TaskFile, idmap: &IdMap) -> Result<(), String> {
+    let paths = vec![
+        task.workspace.clone(),
+        task.agent_dir.clone(),
+        task.results_dir(),
+    ];
+    let paths = outermost(paths.into_iter().filter(|p| p.exists()).collect());
+    for (done, path) in paths.iter().enumerate() {
+        if let Err(why) = idmap.remap(path) {
+            for path in &paths[..done] {
+                let _ = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH);
+            }
+            return Err(why);
+        }
+    }
+    Ok(())
+}
+
+/// A `/proc` of the PID namespace the caller is the init of: no other
+/// process shows in it.
+pub fn mount_proc() -> Result<(), String> {
+    mounts::special(
+        "proc",
+        Path::new("/proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )
+}
+
+/// Builds the view in the calling process's (new) mount namespace.
+pub fn build(
+    task: &TaskFile,
+    settings: &SandboxSettings,
+    idmap: Option<&IdMap>,
+) -> Result<View, String> {
+    mounts::make_private()?;
+    let mut missing = Vec::new();
+    let remapped = match idmap.map(|idmap| remap(task, idmap)) {
+        Some(Err(why)) => {
+            missing.push(format!("the agent keeps uid 0 ({why})"));
+            false
+        }
+        Some(Ok(())) => true,
+        None => false,
+    };
+    // Opened before any mount covers it or makes it read-only: the
+    // agent's own writes go through this descriptor's mount.
+    let journal = crate::fsutil::nofollow::open_dir(&task.subagent_dir())
+        .map_err(|e| format!("cannot open {}: {e}", task.subagent_dir().display()))?;
+    let kept = kept(task, settings);
+    let (mut scratch, sockets_masked) = match mask(task, settings, &kept, remapped) {
+        Ok(scratch) => (scratch, true),
+        Err(why) => {
+            missing.push(format!("the host's sockets stay reachable ({why})"));
+            (Vec::new(), false)
+        }
+    };
+    match own_dev(task, settings.max_memory, &kept) {
+        Ok(()) => scratch.push(PathBuf::from("/dev/shm")),
+        Err(why) => missing.push(format!("/dev is the host's ({why})")),
+    }
+    let results_read_only = match protect_results(task) {
+        Ok(()) => true,
+        Err(why) => {
+            missing.push(format!(
+                "the results directory stays writable to the agent's commands ({why})"
+            ));
+            false
+        }
+    };
+    let records_read_only = match freeze_agent(task, results_read_only) {
+        Ok(()) => true,
+        Err(why) => {
+            missing.push(format!(
+                "the agent's records stay writable to its commands ({why})"
+            ));
+            false
+        }
+    };
+    let repository_read_only = match guard(settings) {
+        Ok(()) => true,
+        Err(why) => {
+            missing.push(format!(
+                "the repository and troupe's configuration stay writable ({why})"
+            ));
+            false
+        }
+    };
+    std::env::set_current_dir(&task.workspace)
+        .map_err(|e| format!("cannot enter {}: {e}", task.workspace.display()))?;
+    Ok(View {
+        journal,
+        remapped,
+        scratch,
+        results_read_only,
+        records_read_only,
+        repository_read_only,
+        sockets_masked,
+        missing,
+    })
+}
+
+/// Empty tmpfs over the masks, the kept paths put back (read-only where
+/// the role may not write them, since a scratch directory's rule would
+/// cover them). Returns the scratch directories.
+fn mask(
+    task: &TaskFile,
+    settings: &SandboxSettings,
+    kept: &[PathBuf],
+    remapped: bool,
+) -> Result<Vec<PathBuf>, String> {
+    let masks = masks(settings, remapped);
+    let mut scratch = Vec::new();
+    for (dir, mode, kind) in masks {
+        let dir = Path::new(dir);
+        let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+        if !is_dir || kept.iter().any(|k| dir.starts_with(k)) {
+            continue;
+        }
+        let inside: Vec<(&PathBuf, OwnedFd)> = kept
+            .iter()
+            .filter(|k| k.starts_with(dir))
+            .map(|k| mounts::open_path(k).map(|fd| (k, fd)))
+            .collect::<Result<_, _>>()?;
+        let size = (kind == Scratch::Yes)
+            .then_some(settings.max_memory)
+            .flatten();
+        mounts::tmpfs(dir, mode, size)?;
+        put_back(task, &inside, dir, kind)?;
+        if kind == Scratch::Yes {
+            scratch.push(dir.to_path_buf());
+        }
+    }
+    Ok(scratch)
+}
+
+/// The kept paths `inside` a freshly masked `dir` bound back in from the
+/// descriptors opened before. Under a scratch directory, whose write rule
+/// covers everything beneath it, those the agent may not write are
+/// read-only: all but a worker's workspace and own directory (the results
+/// directory around them is made read-only later).
+fn put_back(
+    task: &TaskFile,
+    inside: &[(&PathBuf, OwnedFd)],
+    dir: &Path,
+    kind: Scratch,
+) -> Result<(), String> {
+    for (path, fd) in inside {
+        make_mount_point(path, dir, Some(fd))?;
+        mounts::bind_fd(fd.as_fd(), path)?;
+        let holds_writes = task.workspace.starts_with(path) || task.agent_dir.starts_with(path);
+        let writable = task.role == AgentRole::Worker && holds_writes;
+        if kind == Scratch::Yes && !writable {
+            mounts::read_only(path)?;
+        }
+    }
+    Ok(())
+}
+
+/// The directories from `mask` down to `path` in the fresh tmpfs, and
+/// `path` itself: a directory for what `source` (opened before the tmpfs
+/// covered it) is a directory, else an empty file.
+fn make_mount_point(path: &Path, mask: &Path, source: Option<&OwnedFd>) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot make {} in the tmpfs: {e}", path.display());
+    let is_dir = source.is_none_or(|fd| {
+        nix::sys::stat::fstat(fd.as_fd()).is_ok_and(|stat| {
+            nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode)
+                .contains(nix::sys::stat::SFlag::S_IFDIR)
+        })
+    });
+    let parent = path.parent().unwrap_or(mask);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(if is_dir { path } else { parent })
+        .map_err(fail)?;
+    if !is_dir {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// A `/dev` of the agent's own: a tmpfs with the safe nodes bound in from
+/// the host's, a `pts` instance and a `shm` of its own, and the kept paths
+/// that were under `/dev` (a workspace in `/dev/shm`) put back.
+fn own_dev(task: &TaskFile, max_memory: Option<u64>, kept: &[PathBuf]) -> Result<(), String> {
+    let dev = Path::new("/dev");
+    let nodes: Vec<(PathBuf, OwnedFd)> = DEVICES
+        .iter()
+        .map(|name| dev.join(name))
+        .filter(|path| path.exists())
+        .map(|path| mounts::open_path(&path).map(|fd| (path, fd)))
+        .collect::<Result<_, _>>()?;
+    let inside: Vec<(&PathBuf, OwnedFd)> = kept
+        .iter()
+        .filter(|k| k.starts_with(dev))
+        .map(|k| mounts::open_path(k).map(|fd| (k, fd)))
+        .collect::<Result<_, _>>()?;
+    mounts::tmpfs(dev, 0o755, Some(1 << 20))?;
+    for (path, fd) in &nodes {
+        make_mount_point(path, dev, Some(fd))?;
+        mounts::bind_fd(fd.as_fd(), path)?;
+    }
+    let pts = dev.join("pts");
+    make_mount_point(&pts, dev, None)?;
+    mounts::special(
+        "devpts",
+        &pts,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )?;
+    let shm = dev.join("shm");
+    make_mount_point(&shm, dev, None)?;
+    mounts::tmpfs(&shm, 0o1777, max_memory)?;
+    let links = [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ];
+    for (name, target) in links {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(|e| format!("cannot make /dev/{name}: {e}"))?;
+    }
+    put_back(task, &inside, dev, Scratch::Yes)
+}
+
+/// A worker sees the results directory read-only but for its own
+/// directory (and its checkout, when that lies there too); a reviewer
+/// sees its whole workspace, and the results, read-only.
+fn protect_results(task: &TaskFile) -> Result<(), String> {
+    let results = task.results_dir();
+    match task.role {
+        AgentRole::Reviewer => {
+            mounts::freeze(&task.workspace)?;
+            if !results.starts_with(&task.workspace) && results.exists() {
+                mounts::freeze(&results)?;
+            }
+            Ok(())
+        }
+        AgentRole::Worker => {
+            mounts::bind(&results, &results)?;
+            for dir in [&task.agent_dir, &task.workspace] {
+                if dir.starts_with(&results) && *dir != results {
+                    mounts::bind(dir, dir)?;
+                }
+            }
+            mounts::read_only(&results)
+        }
+    }
+}
+
+/// The agent's `.subagent/` read-only (a reviewer's is, with the results
+/// directory, when that could be made read-only).
+fn freeze_agent(task: &TaskFile, results_read_only: bool) -> Result<(), String> {
+    match task.role {
+        AgentRole::Reviewer if results_read_only => Ok(()),
+        AgentRole::Reviewer => Err("the reviewer's workspace is not read-only".to_string()),
+        AgentRole::Worker => mounts::freeze(&task.subagent_dir()),
+    }
+}
+
+/// The task's read-only paths frozen and its hidden files emptied, those
+/// that are there (a link is left alone: freezing it would freeze where
+/// it points).
+fn guard(settings: &SandboxSettings) -> Result<(), String> {
+    let present =
+        |path: &PathBuf| std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_symlink());
+    for path in settings.read_only.iter().filter(|p| present(p)) {
+        mounts::freeze(path)?;
+    }
+    for path in settings.hidden.iter().filter(|p| present(p)) {
+        mounts::bind(Path::new("/dev/null"), path)?;
+    }
+    Ok(())
+}
