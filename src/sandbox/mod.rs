@@ -32,6 +32,7 @@ mod limits;
 mod loopback;
 mod mounts;
 mod namespaces;
+mod narrow;
 mod privileges;
 mod process_tree;
 mod rules;
@@ -42,6 +43,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 pub use self::limits::remove_leftover as remove_leftover_group;
+pub use self::narrow::Narrow;
 pub use self::privileges::make_undumpable;
 use crate::protocol::{
     AgentRole, LimitKind, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings,

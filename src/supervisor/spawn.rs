@@ -84,10 +84,38 @@ impl AgentSettings {
     }
 }
 
+/// What a workspace holds that is the user's or troupe's, never an agent's
+/// to write: the repository, and troupe's configuration.
+pub const GUARDED: &[&str] = &[".git", "troupe.toml", ".troupe"];
+
+/// Makes the guarded names of the agent's workspace (and of the run's
+/// workspace, when the agent works in a checkout) read-only to it, and
+/// the repository's `config`, which may hold a token, empty.
+fn guard(task: &mut TaskFile) {
+    let run_workspace = task
+        .results
+        .as_ref()
+        .and_then(|r| r.parent().map(Path::to_path_buf));
+    let roots = std::iter::once(task.workspace.clone()).chain(run_workspace);
+    for root in roots {
+        let sandbox = &mut task.sandbox;
+        sandbox
+            .read_only
+            .extend(GUARDED.iter().map(|name| root.join(name)));
+        sandbox.hidden.push(root.join(".git").join("config"));
+    }
+}
+
 impl SpawnConfig {
     /// The agent of `task`, started and bounded as `settings` say, in the
     /// run `run_id` (`spawn` for `troupe spawn`).
-    pub fn new(task: TaskFile, settings: &AgentSettings, stop: StopSignal, run_id: &str) -> Self {
+    pub fn new(
+        mut task: TaskFile,
+        settings: &AgentSettings,
+        stop: StopSignal,
+        run_id: &str,
+    ) -> Self {
+        guard(&mut task);
         let launch = settings.launcher.clone().map(|launcher| {
             let vars = LaunchVars {
                 run_id: run_id.to_string(),

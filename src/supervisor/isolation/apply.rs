@@ -55,9 +55,7 @@ pub async fn apply(
     workspace: &Path,
     scratch: &Path,
 ) -> Result<Applied, ApplyError> {
-    let git = Git {
-        git_dir: record.git_dir.clone(),
-    };
+    let git = Git::new(record.git_dir.clone());
     let here = Place::default();
     let reference = record.reference();
     let head = git
@@ -69,6 +67,8 @@ pub async fn apply(
             &here,
             [
                 "diff",
+                "--no-ext-diff",
+                "--no-textconv",
                 "--no-renames",
                 "--name-status",
                 "-z",

@@ -1,16 +1,31 @@
 //! Running git for a run's checkouts: one repository, named by its git
 //! directory, with a work tree and an index given per call.
 //!
-//! Every call is the same kind of child: no terminal prompt, no hooks of
-//! the user's (a `post-checkout` hook would run on every checkout), an
+//! Every call is the same kind of child, narrow, since it works on trees
+//! and repositories that workers could have written: a cleared
+//! environment (never the API key), the system and global configuration
+//! off, no hooks (a `post-checkout` hook would run on every checkout), no
+//! fsmonitor, external diff, textconv or pager a configuration could name,
+//! a Landlock domain that writes only the repository, the work tree and
+//! the index it is given, and a time limit, past which its process group
+//! is killed; a run's stop (its deadline, Ctrl-C) ends it too. It has an
 //! identity of troupe's own for the commits it makes (a repository with
 //! no `user.email` must still work), and C-locale output that can be
 //! parsed.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use tokio::process::Command;
+
+use crate::sandbox::Narrow;
+use crate::signal::StopSignal;
+
+/// The longest one git call may take: far beyond what a checkout, a
+/// change or a landing of a large repository takes, and a bound on one
+/// that reads something that never ends.
+const CALL_LIMIT: Duration = Duration::from_secs(600);
 
 /// The oldest git with what isolation needs (`merge-tree --write-tree`).
 pub const MIN_VERSION: (u32, u32) = (2, 38);
@@ -28,6 +43,10 @@ pub enum GitError {
         status: String,
         stderr: String,
     },
+    #[error("`git {args}` did not end within {} s and was killed", CALL_LIMIT.as_secs())]
+    TimedOut { args: String },
+    #[error("`git {args}` was stopped: {reason}")]
+    Stopped { args: String, reason: String },
 }
 
 /// What a git call printed, and whether it exited 0.
@@ -40,10 +59,24 @@ pub struct Output {
 }
 
 /// One repository.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Git {
     /// The repository's own directory (`.git`, or a bare one).
     pub git_dir: PathBuf,
+    /// Where its calls write besides the work tree and index of a call:
+    /// the git directory, and for a checkout's own git directory the
+    /// repository's, where its objects go.
+    writes: Vec<PathBuf>,
+    /// The run's stop, which ends a call under way.
+    stop: Option<StopSignal>,
+}
+
+impl std::fmt::Debug for Git {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Git")
+            .field("git_dir", &self.git_dir)
+            .finish()
+    }
 }
 
 /// Where one call looks: a work tree, and an index other than the
@@ -55,6 +88,30 @@ pub struct Place<'a> {
 }
 
 impl Git {
+    /// The repository whose git directory is `git_dir`.
+    pub fn new(git_dir: PathBuf) -> Git {
+        Git {
+            writes: vec![git_dir.clone()],
+            git_dir,
+            stop: None,
+        }
+    }
+
+    /// A checkout's own git directory, whose objects go to `common`.
+    pub fn linked(&self, git_dir: PathBuf, common: &Path) -> Git {
+        Git {
+            writes: vec![git_dir.clone(), common.to_path_buf()],
+            git_dir,
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// Calls under way end when `stop` is triggered.
+    pub fn stopped_by(mut self, stop: StopSignal) -> Git {
+        self.stop = Some(stop);
+        self
+    }
+
     /// Runs `git args` and fails unless it exits 0; its stdout.
     pub async fn run<I, S>(&self, place: &Place<'_>, args: I) -> Result<String, GitError>
     where
@@ -78,18 +135,34 @@ impl Git {
     ) -> Result<Output, GitError> {
         let mut command = command();
         command.env("GIT_DIR", &self.git_dir);
+        let mut writes = self.writes.clone();
         match place.work_tree {
-            Some(tree) => command.env("GIT_WORK_TREE", tree).current_dir(tree),
-            None => command.current_dir(&self.git_dir),
+            Some(tree) => {
+                command.env("GIT_WORK_TREE", tree).current_dir(tree);
+                writes.push(tree.to_path_buf());
+            }
+            None => {
+                command.current_dir(&self.git_dir);
+            }
         };
         if let Some(index) = place.index {
             command.env("GIT_INDEX_FILE", index);
+            writes.extend(index.parent().map(Path::to_path_buf));
         }
         command.args(args);
-        let out = command
-            .output()
-            .await
-            .map_err(|source| GitError::Missing { source })?;
+        let narrow = Narrow::new(&writes, false);
+        if let Some(narrow) = &narrow {
+            narrow
+                .confine(&mut command)
+                .map_err(|source| GitError::Missing { source })?;
+        }
+        let said = || {
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let out = bounded(command, self.stop.as_ref(), said).await?;
         Ok(Output {
             success: out.status.success(),
             code: out.status.code(),
@@ -99,26 +172,77 @@ impl Git {
     }
 }
 
+/// `command`'s output, within the call limit and unless `stop` comes
+/// first; either way its process group is killed.
+async fn bounded(
+    mut command: Command,
+    stop: Option<&StopSignal>,
+    said: impl Fn() -> String,
+) -> Result<std::process::Output, GitError> {
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| GitError::Missing { source })?;
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    let stopped = async {
+        match stop {
+            Some(stop) => stop.stopped().await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        out = child.wait_with_output() => return out.map_err(|source| GitError::Missing { source }),
+        () = tokio::time::sleep(CALL_LIMIT) => GitError::TimedOut { args: said() },
+        reason = stopped => GitError::Stopped { args: said(), reason },
+    };
+    if let Some(pgid) = pgid {
+        crate::tools::kill_group(pgid);
+    }
+    Err(ended)
+}
+
+/// Settings every call gets on its command line, which no configuration
+/// file overrides: what could run a program or reach the network is off.
+const HARDENED: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "core.sshCommand=false",
+    "core.askPass=false",
+    "credential.helper=",
+    "diff.external=",
+    "protocol.allow=never",
+    "advice.detachedHead=false",
+];
+
+/// The variables every call keeps of troupe's environment.
+const KEPT: &[&str] = &["PATH", "TZ"];
+
 /// `git` with the environment every call gets.
 fn command() -> Command {
     let mut command = Command::new("git");
+    for setting in HARDENED {
+        command.args(["-c", setting]);
+    }
+    command.env_clear();
+    for name in KEPT {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
     command
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "advice.detachedHead=false",
-        ])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_ATTR_NOSYSTEM", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("LC_ALL", "C")
         .env("GIT_AUTHOR_NAME", "troupe")
         .env("GIT_AUTHOR_EMAIL", "troupe@localhost")
         .env("GIT_COMMITTER_NAME", "troupe")
         .env("GIT_COMMITTER_EMAIL", "troupe@localhost")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
         .stdin(std::process::Stdio::null())
+        .process_group(0)
         .kill_on_drop(true);
     command
 }
@@ -156,8 +280,12 @@ pub async fn version() -> Result<(u32, u32), GitError> {
 /// top, gets a private repository instead, so the user's is never
 /// committed to from a part of it.
 pub async fn repository_at(dir: &Path) -> Option<PathBuf> {
+    // The one call that finds a repository rather than being given one;
+    // the user named the workspace, so its owner need not be troupe's user.
+    let safe = format!("safe.directory={}", dir.display());
     let out = command()
         .current_dir(dir)
+        .args(["-c", &safe])
         .args([
             "rev-parse",
             "--path-format=absolute",

@@ -36,6 +36,7 @@ pub use self::conflict::Conflict;
 use self::git::{Git, GitError, Place};
 use crate::fsutil::{Durability, nofollow};
 use crate::protocol::RESULTS_DIR;
+use crate::signal::StopSignal;
 
 /// How a run's workers share the workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
@@ -198,12 +199,14 @@ impl Worktrees {
         workspace: &Path,
         run_dir: &Path,
         run_id: &str,
+        stop: &StopSignal,
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let (git, private) = match git::repository_at(workspace).await {
-            Some(git_dir) => (Git { git_dir }, false),
+            Some(git_dir) => (Git::new(git_dir), false),
             None => (private_repository(run_dir).await?, true),
         };
+        let git = git.stopped_by(stop.clone());
         let snapshot = snapshot(&git, workspace, run_dir, run_id, private).await?;
         let record = IsolationRecord {
             git_dir: git.git_dir.clone(),
@@ -231,11 +234,10 @@ impl Worktrees {
         record: IsolationRecord,
         workspace: &Path,
         run_dir: &Path,
+        stop: &StopSignal,
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
-        let git = Git {
-            git_dir: record.git_dir.clone(),
-        };
+        let git = Git::new(record.git_dir.clone()).stopped_by(stop.clone());
         Self::with(git, record, workspace, run_dir).await
     }
 
@@ -304,7 +306,7 @@ impl Worktrees {
             dir,
             base,
             base_tree: tree,
-            git: Git { git_dir },
+            git: self.git.linked(git_dir, &self.common),
         };
         let place = Place {
             work_tree: Some(&checkout.dir),
@@ -359,12 +361,26 @@ impl Worktrees {
         let commit = commit.trim().to_string();
         change.tree = tree.to_string();
         let range = [checkout.base.as_str(), commit.as_str()];
-        let numstat = ["diff", "--no-renames", "--numstat", "-z"];
+        let numstat = [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--numstat",
+            "-z",
+        ];
         let counts = self.git.run(&here, numstat.iter().chain(&range)).await?;
         let counted = stat::parse_numstat(&counts);
         change.stat = stat::render(&counted);
         change.files = counted.into_iter().map(|c| c.path).collect();
-        let whole = ["diff", "--no-color", "--no-renames", "--binary"];
+        let whole = [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--no-renames",
+            "--binary",
+        ];
         let diff = self.git.run(&here, whole.iter().chain(&range)).await?;
         let path = self.diff_path(step, attempt);
         crate::fsutil::write_atomic(&path, diff.as_bytes(), Durability::Atomic)
@@ -523,9 +539,7 @@ async fn check_version() -> Result<(), IsolationError> {
 /// Troupe's own bare repository for a workspace that has none.
 async fn private_repository(run_dir: &Path) -> Result<Git, IsolationError> {
     let git_dir = run_dir.join("repo.git");
-    let git = Git {
-        git_dir: git_dir.clone(),
-    };
+    let git = Git::new(git_dir.clone());
     nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
     git.run(&Place::default(), ["init", "--bare", "--quiet"])
         .await?;

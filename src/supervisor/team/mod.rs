@@ -128,9 +128,10 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
             (run_dir, record, Opening::Resume { again })
         }
     };
+    let stop = StopSignal::default();
     let resumed_isolation = match &record.isolation {
         Some(isolation) => Some(
-            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir)
+            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir, &stop)
                 .await
                 .map(Arc::new)?,
         ),
@@ -147,7 +148,6 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     let planner_model = budget.counting(models.planner);
     let record = Arc::new(record);
     let recorder = Recorder::create(&run_dir, &record, config.json)?;
-    let stop = StopSignal::default();
     let interrupts = Interrupts::new();
     interrupts.watch(stop.clone())?;
     let prompts_dir = config.agents.prompts_dir.clone();
@@ -331,7 +331,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         return Ok(());
     }
     let run_id = owner.record().run_id.clone();
-    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id).await {
+    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id, &ctx.stop).await {
         Ok(trees) => {
             let record = trees.record().clone();
             let event = RunEvent::Isolation {

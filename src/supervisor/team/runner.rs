@@ -114,6 +114,10 @@ impl ProcessRunner {
         task.limits.max_output_tokens = role.max_output_tokens;
         if let Some(checkout) = request.checkout {
             task.results = Some(self.workspace.join(crate::protocol::RESULTS_DIR));
+            // The repository's git directories, read for git to work in
+            // the checkout: their config (a token, a remote) stays closed.
+            let configs = checkout.read.iter().map(|dir| dir.join("config"));
+            task.sandbox.hidden.extend(configs);
             task.sandbox.allow_read.extend(checkout.read);
         }
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
