@@ -531,7 +531,8 @@ fn worktree_cost(bench: &mut Bench) {
         let times = runtime.block_on(async {
             use troupe::supervisor::isolation::Worktrees;
             let started = Instant::now();
-            let trees = Worktrees::start(&ws, &run_dir, "run_bench")
+            let stop = troupe::signal::StopSignal::default();
+            let trees = Worktrees::start(&ws, &run_dir, "run_bench", &stop)
                 .await
                 .expect("snapshot");
             let snapshot = ms(started);
