@@ -7,7 +7,7 @@
 //! stops as on Ctrl-C, so that its agents are cancelled and its records
 //! sealed. A command that only prints ends as it would have.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -22,30 +22,41 @@ pub fn closed() -> StopSignal {
     CLOSED.clone()
 }
 
-/// `text` on stdout, as it is.
+/// Whether stdout is a terminal, which gets no control character but
+/// troupe's colours (`text::terminal_safe`); a pipe or a file gets the
+/// bytes as they are (a diff, JSON). Stderr, progress and messages for
+/// people only, gets none anywhere: a log of it is read on a terminal
+/// later.
+static STDOUT_TERMINAL: LazyLock<bool> = LazyLock::new(|| std::io::stdout().is_terminal());
+
+/// `text` on stdout.
 pub fn out(text: &str) {
     write(
         &mut std::io::stdout().lock(),
         text,
-        &STDOUT_CLOSED,
+        (&STDOUT_CLOSED, *STDOUT_TERMINAL),
         "stdout",
     );
 }
 
-/// `text` on stderr, as it is.
+/// `text` on stderr.
 pub fn err(text: &str) {
     write(
         &mut std::io::stderr().lock(),
         text,
-        &STDERR_CLOSED,
+        (&STDERR_CLOSED, true),
         "stderr",
     );
 }
 
-fn write(stream: &mut dyn Write, text: &str, closed: &AtomicBool, name: &str) {
+fn write(stream: &mut dyn Write, text: &str, (closed, terminal): (&AtomicBool, bool), name: &str) {
     if closed.load(Ordering::Relaxed) {
         return;
     }
+    let text = match terminal {
+        true => crate::text::terminal_safe(text),
+        false => std::borrow::Cow::Borrowed(text),
+    };
     if stream
         .write_all(text.as_bytes())
         .and_then(|()| stream.flush())

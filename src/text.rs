@@ -59,6 +59,39 @@ pub fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
+/// `text` fit for a terminal: every control character (escapes, bells,
+/// carriage returns, the C1 set) written out as `\u{..}`, but newlines,
+/// tabs and the colour sequences troupe paints with (`ESC [ digits ; m`).
+/// A model's or a command's output can then neither set the clipboard
+/// (OSC 52), move the cursor nor overwrite a line of troupe's.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}' {
+            let colour = rest[1..].strip_prefix('[').and_then(|after| {
+                let params = after.find(|c: char| !(c.is_ascii_digit() || c == ';'))?;
+                after[params..].starts_with('m').then_some(params + 3)
+            });
+            if let Some(len) = colour {
+                out.push_str(&rest[..len]);
+                rest = &rest[len..];
+                continue;
+            }
+        }
+        match unsafe_char(c) {
+            true => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            false => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// What a caught panic said, for an error message.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
@@ -176,6 +209,22 @@ fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_terminal_sees_colours_and_no_other_escape() {
+        use super::terminal_safe;
+        assert_eq!(terminal_safe("plain\tline\n"), "plain\tline\n");
+        assert_eq!(
+            terminal_safe("\u{1b}[1;31mred\u{1b}[0m"),
+            "\u{1b}[1;31mred\u{1b}[0m"
+        );
+        assert_eq!(
+            terminal_safe("\u{1b}]52;c;cGF3bmVk\u{7}x"),
+            "\\u{1b}]52;c;cGF3bmVk\\u{7}x"
+        );
+        assert_eq!(terminal_safe("a\rb\u{9b}2J"), "a\\u{d}b\\u{9b}2J");
+        assert_eq!(terminal_safe("\u{1b}[2J"), "\\u{1b}[2J");
+    }
+
     #[test]
     fn head_and_tail_keeps_both_ends_and_whole_characters() {
         let text = "é".repeat(100);

@@ -58,6 +58,7 @@ pub fn main(options: AgentOptions) -> ExitCode {
     // The pid troupe knows it by: past this point the agent may be a
     // process of a PID namespace of its own.
     let pid = std::process::id();
+    sandbox::shut_inherited(sandbox::Inherited::Close);
     if let Err(message) = birth::take_over() {
         write_now(&FromChild::error(message));
         return ExitCode::FAILURE;

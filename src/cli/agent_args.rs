@@ -157,23 +157,33 @@ impl AgentArgs {
         let mcp =
             crate::mcp::config::gather(sources.mcp_servers(), &self.mcp).map_err(UsageError::of)?;
         let mut hygiene = self.hygiene(api_key_envs)?;
-        for name in mcp.iter().flat_map(|server| &server.env) {
-            if api_key_envs.contains(name) {
-                return Err(UsageError::Said(format!(
-                    "an MCP server's env names {name}, which would hand the API key to the agents; only troupe itself talks to the model"
-                )));
-            }
-            if !hygiene.pass_env.contains(name) {
+        // A server the agent starts needs its variables from the agent,
+        // which keeps them from its commands; one troupe reaches gets them
+        // from troupe, and no agent has them.
+        let mut mcp_only_env = Vec::new();
+        for server in &mcp {
+            for name in &server.env {
+                if api_key_envs.contains(name) {
+                    return Err(UsageError::Said(format!(
+                        "an MCP server's env names {name}, which would hand the API key to the agents; only troupe itself talks to the model"
+                    )));
+                }
+                if server.is_remote() || hygiene.pass_env.contains(name) {
+                    continue;
+                }
                 hygiene.pass_env.push(name.clone());
+                mcp_only_env.push(name.clone());
             }
         }
+        let mut sandbox = self.sandbox(sources)?;
+        sandbox.mcp_only_env = mcp_only_env;
         Ok(AgentSettings {
             program,
             program_takes_session,
             serve: self.serve_limits(),
             hygiene,
             limits: self.agent_limits(max_tokens),
-            sandbox: self.sandbox(sources)?,
+            sandbox,
             prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
             launcher: launcher_of(launcher.as_deref(), results)?,
             durability,

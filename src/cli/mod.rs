@@ -134,6 +134,7 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
+    crate::sandbox::shut_inherited(crate::sandbox::Inherited::CloseOnExec);
     // troupe holds the API key and every agent's pipe: no process of the
     // same user may read its environment or its file descriptors.
     if let Err(e) = crate::sandbox::make_undumpable() {

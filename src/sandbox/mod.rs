@@ -44,7 +44,7 @@ use std::path::PathBuf;
 
 pub use self::limits::remove_leftover as remove_leftover_group;
 pub use self::narrow::Narrow;
-pub use self::privileges::make_undumpable;
+pub use self::privileges::{Inherited, make_undumpable, shut_inherited};
 use crate::protocol::{
     AgentRole, LimitKind, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings,
     TaskFile,
@@ -275,8 +275,13 @@ fn confine_self(
     if let Some(readable) = &mut readable {
         readable.extend(limit_events.iter().cloned());
     }
-    let status = rules::restrict(readable.as_deref(), &writable, deny_network)?;
-    let mut report = rules::report(&status, deny_network);
+    // In a network namespace of its own, TCP reaches nothing but the
+    // agent's own loopback, where a command's test server may listen;
+    // without one, Landlock's TCP rule (and seccomp's socket filter) stand
+    // in.
+    let landlock_network = deny_network && !made.network;
+    let status = rules::restrict(readable.as_deref(), &writable, landlock_network)?;
+    let mut report = rules::report(&status, landlock_network);
     let scoped = rules::scope().unwrap_or(false);
     if !scoped && !made.pid {
         missing.push(
@@ -284,7 +289,7 @@ fn confine_self(
                 .to_string(),
         );
     }
-    let socket_filter = deny_network && !made.network;
+    let socket_filter = landlock_network;
     let seccomp = seccomp::install(socket_filter)
         .map_err(|why| missing.push(why))
         .is_ok();

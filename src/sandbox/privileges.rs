@@ -15,6 +15,30 @@
 
 use nix::errno::Errno;
 
+/// What to do with the descriptors above 2 that a process's caller left
+/// open (a shell's `7<secret`, an editor's socket).
+#[derive(Debug, Clone, Copy)]
+pub enum Inherited {
+    /// Closed now: an agent needs its stdio and nothing else.
+    Close,
+    /// Kept, but closed on exec: troupe passes none of them on.
+    CloseOnExec,
+}
+
+/// Keeps the descriptors troupe's caller left open from every command an
+/// agent runs (`close_range`, Linux 5.9; earlier kernels keep them).
+pub fn shut_inherited(how: Inherited) {
+    let flags = match how {
+        Inherited::Close => 0,
+        Inherited::CloseOnExec => nix::libc::CLOSE_RANGE_CLOEXEC,
+    };
+    // SAFETY: close_range takes plain numbers; the process has one thread
+    // and holds nothing above 2 it means to keep.
+    unsafe {
+        nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, flags);
+    }
+}
+
 /// Closes this process's `/proc` entries to other processes of its user.
 pub fn make_undumpable() -> Result<(), Errno> {
     nix::sys::prctl::set_dumpable(false)

@@ -5,6 +5,7 @@
 //! failed result it can act on (`ToolError::RespondToModel`). Only a
 //! failure of the agent's own machinery ends the agent (`ToolError::Fatal`).
 
+mod bounds;
 mod edit_file;
 mod fence;
 mod finish_task;

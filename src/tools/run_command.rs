@@ -11,6 +11,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
+use super::bounds;
 use super::process_groups::{GroupGuard, kill_group};
 use super::{About, Counter, ToolContext, ToolError, ToolOutput, TypedTool};
 
@@ -58,6 +59,9 @@ async fn run(
     if crate::sandbox::git_config_closed() {
         sh.env("GIT_CONFIG_GLOBAL", "/dev/null");
     }
+    for name in &ctx.commands.withheld_env {
+        sh.env_remove(name);
+    }
     sh.arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -67,6 +71,7 @@ async fn run(
         .process_group(0)
         .kill_on_drop(true);
     let file_size = ctx.limits.max_file_size;
+    let cpu = ctx.limits.max_command_cpu;
     // SAFETY: prctl and setrlimit are async-signal-safe and the only calls
     // between fork and exec. The agent forks from its one runtime thread,
     // which lives as long as the agent, so the shell dies with the agent
@@ -80,9 +85,16 @@ async fn run(
             if let Some(bytes) = file_size {
                 setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(std::io::Error::from)?;
             }
+            // SIGXCPU at the limit, SIGKILL a little after for a command
+            // that ignores it.
+            if let Some(secs) = cpu {
+                setrlimit(Resource::RLIMIT_CPU, secs, secs.saturating_add(5))
+                    .map_err(std::io::Error::from)?;
+            }
             Ok(())
         });
     }
+    let before = bounds::count(&ctx.commands.limit_events);
     let mut child = sh
         .spawn()
         .map_err(|e| ToolError::RespondToModel(format!("cannot start sh: {e}")))?;
@@ -101,14 +113,29 @@ async fn run(
     guard.disarm();
     let (out, err) = tokio::join!(stdout.finish(), stderr.finish());
     let mut text = String::new();
-    let exit = match status {
-        Ok(Ok(status)) => status.code(),
+    let (exit, bound) = match status {
+        Ok(Ok(status)) => {
+            let after = bounds::count(&ctx.commands.limit_events);
+            let cpu = ctx.limits.max_command_cpu;
+            let bound = match status.success() {
+                true => None,
+                false => {
+                    let said = format!("{out}\n{err}");
+                    bounds::hit(&ctx.commands, cpu, &before, &after, &status, &said)
+                }
+            };
+            (status.code(), bound)
+        }
         Ok(Err(e)) => {
             return Err(ToolError::RespondToModel(format!(
                 "waiting for the command failed: {e}"
             )));
         }
-        Err(_) => None,
+        Err(_) => (None, None),
+    };
+    let why = |what: String| match &bound {
+        Some(bound) => format!("{what}: {bound}"),
+        None => what,
     };
     match exit {
         Some(code) => text.push_str(&format!("exit code: {code}")),
@@ -122,7 +149,7 @@ async fn run(
     }
     Ok(match exit {
         Some(0) => ToolOutput::ok(text),
-        Some(code) => ToolOutput::failed(format!("the command exited with code {code}"), text),
+        Some(code) => ToolOutput::failed(why(format!("the command exited with code {code}")), text),
         None if timed_out => ToolOutput::failed(
             format!(
                 "the command timed out after {} s; it and every process it started were killed",
@@ -130,7 +157,7 @@ async fn run(
             ),
             text,
         ),
-        None => ToolOutput::failed("the command was killed by a signal", text),
+        None => ToolOutput::failed(why("the command was killed by a signal".to_string()), text),
     })
 }
 

@@ -35,7 +35,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 const NINE: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
 
 /// The sandbox's workspace as a git repository with one commit of `f.txt`.
-fn repository(sandbox: &Sandbox) {
+pub fn repository(sandbox: &Sandbox) {
     let ws = sandbox.ws();
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("f.txt"), NINE).unwrap();
@@ -68,7 +68,7 @@ fn isolated(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) -> TeamRun {
 }
 
 /// `path` as the run's integration branch has it, or `None`.
-fn on_branch(team: &TeamRun, path: &str) -> Option<String> {
+pub fn on_branch(team: &TeamRun, path: &str) -> Option<String> {
     let isolation = &team.record()["isolation"];
     let git_dir = isolation["git_dir"]
         .as_str()

@@ -9,6 +9,7 @@
 mod arithmetic;
 mod forged;
 mod limits;
+mod namespaces;
 mod not_files;
 mod planted;
 mod privileges;
