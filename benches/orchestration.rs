@@ -531,8 +531,11 @@ fn worktree_cost(bench: &mut Bench) {
         let times = runtime.block_on(async {
             use troupe::supervisor::isolation::Worktrees;
             let started = Instant::now();
-            let stop = troupe::signal::StopSignal::default();
-            let trees = Worktrees::start(&ws, &run_dir, "run_bench", &stop)
+            let bounds = troupe::supervisor::isolation::Bounds {
+                stop: troupe::signal::StopSignal::default(),
+                max_file_size: None,
+            };
+            let trees = Worktrees::start(&ws, &run_dir, "run_bench", bounds)
                 .await
                 .expect("snapshot");
             let snapshot = ms(started);

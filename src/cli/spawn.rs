@@ -207,6 +207,7 @@ fn build_task(
         agent_dir,
     );
     settings.fill(&mut task);
+    crate::supervisor::spawn::guard(&mut task);
     Ok(task)
 }
 

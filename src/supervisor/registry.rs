@@ -42,6 +42,8 @@ pub enum RegistryError {
     BusyUnknown { dir: PathBuf },
     #[error("agent {id} is already running in {dir}; wait for it (troupe wait {id}) or stop it (troupe terminate {id})", dir = .dir.display())]
     IdRunning { id: String, dir: PathBuf },
+    #[error("processes of the agent that last ran in {dir} still run (pids {pids:?}, its session); troupe will not start another there until they are gone: kill them, or give another --id", dir = .dir.display())]
+    Leftovers { dir: PathBuf, pids: Vec<i32> },
     #[error("{running} background agents are running in {results} (--max-concurrent {max}); wait for one to finish", results = .results.display())]
     TooMany {
         running: usize,
@@ -176,7 +178,8 @@ pub fn known_ids(results: &Path) -> Vec<String> {
 }
 
 /// Refuses a new agent `id` in `agent_dir` while one with that id runs
-/// elsewhere, or while `max` background agents already run.
+/// elsewhere, while anything of the agent that last ran in `agent_dir`
+/// still runs, or while `max` background agents already run.
 pub fn check_new(
     results: &Path,
     id: &str,
@@ -199,6 +202,18 @@ pub fn check_new(
             None => RegistryError::BusyUnknown {
                 dir: agent_dir.to_path_buf(),
             },
+        });
+    }
+    // Nothing of the agent that last ran there may be left to write into
+    // the new one's records: troupe's own record names its session.
+    let last = StatusFile::load(&agent_dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid);
+    let pids = last
+        .map(crate::supervisor::session::members)
+        .unwrap_or_default();
+    if !pids.is_empty() {
+        return Err(RegistryError::Leftovers {
+            dir: agent_dir.to_path_buf(),
+            pids,
         });
     }
     if let Some(max) = max_background {

@@ -90,8 +90,9 @@ pub const GUARDED: &[&str] = &[".git", "troupe.toml", ".troupe"];
 
 /// Makes the guarded names of the agent's workspace (and of the run's
 /// workspace, when the agent works in a checkout) read-only to it, and
-/// the repository's `config`, which may hold a token, empty.
-fn guard(task: &mut TaskFile) {
+/// the repository's `config`, which may hold a token, empty: for a task
+/// whose workspace and results are set, before its file is written.
+pub fn guard(task: &mut TaskFile) {
     let run_workspace = task
         .results
         .as_ref()
@@ -109,13 +110,7 @@ fn guard(task: &mut TaskFile) {
 impl SpawnConfig {
     /// The agent of `task`, started and bounded as `settings` say, in the
     /// run `run_id` (`spawn` for `troupe spawn`).
-    pub fn new(
-        mut task: TaskFile,
-        settings: &AgentSettings,
-        stop: StopSignal,
-        run_id: &str,
-    ) -> Self {
-        guard(&mut task);
+    pub fn new(task: TaskFile, settings: &AgentSettings, stop: StopSignal, run_id: &str) -> Self {
         let launch = settings.launcher.clone().map(|launcher| {
             let vars = LaunchVars {
                 run_id: run_id.to_string(),
@@ -232,9 +227,62 @@ pub async fn run_prepared(
             .map(|(launcher, _)| launcher.display()),
         mcp: config.remote_mcp.clone(),
     };
+    let free = free_guarded(task);
     let outcome = serve(command, run).await;
     let task = config.task;
-    tokio::task::spawn_blocking(move || conclude(task, outcome)).await?
+    let (concluded, planted) = tokio::task::spawn_blocking(move || {
+        let planted = set_aside_planted(&task, &free);
+        (conclude(task, outcome), planted)
+    })
+    .await?;
+    for message in &planted {
+        events.event(&name, super::events::AgentEvent::Warning { message });
+    }
+    concluded
+}
+
+/// The guarded names of the agent's workspace that nothing holds as it
+/// starts: one that holds something when it ends is the agent's doing.
+fn free_guarded(task: &TaskFile) -> Vec<PathBuf> {
+    task.sandbox
+        .read_only
+        .iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_err())
+        .cloned()
+        .collect()
+}
+
+/// Moves what the agent made at a guarded name that was free (a worker's
+/// `troupe.toml`, a `.git` in a workspace that had none) into its
+/// `.subagent/planted/`, where troupe never reads it, so that no later
+/// run takes it for the user's. The agent and everything it started are
+/// gone by now. What was done, in words.
+fn set_aside_planted(task: &TaskFile, free: &[PathBuf]) -> Vec<String> {
+    let planted: Vec<&PathBuf> = free
+        .iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .collect();
+    let aside = task.subagent_dir().join("planted");
+    planted
+        .into_iter()
+        .enumerate()
+        .map(|(n, path)| {
+            let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+            let to = aside.join(format!("{n}-{name}"));
+            let moved = nofollow::create_dir_all(&aside).and_then(|_| std::fs::rename(path, &to));
+            match moved {
+                Ok(()) => format!(
+                    "the agent made {}, which is the user's or troupe's and never an agent's: moved to {}",
+                    path.display(),
+                    to.display()
+                ),
+                Err(e) => format!(
+                    "the agent made {}, which is the user's or troupe's and never an agent's, and troupe could not move it aside ({e}): remove it before running troupe there again",
+                    path.display()
+                ),
+            }
+        })
+        .collect()
 }
 
 /// The parent's records of an agent that is gone: the transcript sealed

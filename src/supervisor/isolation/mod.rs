@@ -23,6 +23,7 @@
 //! each checkout's git directory are recorded when made, never read back
 //! from a checkout, whose `.git` file the worker could rewrite.
 
+mod admit;
 pub mod apply;
 mod conflict;
 pub mod git;
@@ -119,6 +120,10 @@ pub struct ChangeRecord {
     /// The paths that conflicted with what landed meanwhile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// Why troupe will not land it, path by path (see `admit`); a change
+    /// with one is sent back, never landed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
     /// The change's tree, for the head a fast-forward makes.
     #[serde(skip)]
     tree: String,
@@ -148,6 +153,14 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError + '_ {
     }
 }
 
+/// What bounds troupe's own work on a run's trees.
+pub struct Bounds {
+    /// The run's stop (its deadline, Ctrl-C), which ends a git call.
+    pub stop: StopSignal,
+    /// The largest file a change may hold (`--max-file-size`).
+    pub max_file_size: Option<u64>,
+}
+
 /// One attempt's checkout.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -166,6 +179,8 @@ pub enum Landing {
     /// The integration branch's new head.
     Landed(String),
     Conflicted(Conflict),
+    /// Troupe does not land it, for these reasons (`ChangeRecord::refused`).
+    Refused(Vec<String>),
 }
 
 /// A run's repository, integration branch and checkouts.
@@ -179,6 +194,8 @@ pub struct Worktrees {
     common: PathBuf,
     /// What an agent must read for git to work in its checkout.
     readable: Vec<PathBuf>,
+    /// The largest file a change may hold (`--max-file-size`).
+    max_file_size: Option<u64>,
     /// The integration branch's head as troupe last wrote it, and its
     /// tree; held while landing, so the head read and the head written are
     /// the same one's. troupe alone moves the branch during a run (a move
@@ -199,14 +216,14 @@ impl Worktrees {
         workspace: &Path,
         run_dir: &Path,
         run_id: &str,
-        stop: &StopSignal,
+        bounds: Bounds,
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let (git, private) = match git::repository_at(workspace).await {
             Some(git_dir) => (Git::new(git_dir), false),
             None => (private_repository(run_dir).await?, true),
         };
-        let git = git.stopped_by(stop.clone());
+        let git = git.stopped_by(bounds.stop.clone());
         let snapshot = snapshot(&git, workspace, run_dir, run_id, private).await?;
         let record = IsolationRecord {
             git_dir: git.git_dir.clone(),
@@ -226,7 +243,7 @@ impl Worktrees {
             ],
         )
         .await?;
-        Self::with(git, record, workspace, run_dir).await
+        Self::with(git, record, workspace, run_dir, bounds).await
     }
 
     /// The isolation of a run being resumed.
@@ -234,11 +251,11 @@ impl Worktrees {
         record: IsolationRecord,
         workspace: &Path,
         run_dir: &Path,
-        stop: &StopSignal,
+        bounds: Bounds,
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
-        let git = Git::new(record.git_dir.clone()).stopped_by(stop.clone());
-        Self::with(git, record, workspace, run_dir).await
+        let git = Git::new(record.git_dir.clone()).stopped_by(bounds.stop.clone());
+        Self::with(git, record, workspace, run_dir, bounds).await
     }
 
     async fn with(
@@ -246,6 +263,7 @@ impl Worktrees {
         record: IsolationRecord,
         workspace: &Path,
         run_dir: &Path,
+        bounds: Bounds,
     ) -> Result<Worktrees, IsolationError> {
         let common = git
             .run(
@@ -275,6 +293,7 @@ impl Worktrees {
             run_dir: run_dir.to_path_buf(),
             common,
             readable,
+            max_file_size: bounds.max_file_size,
             head: tokio::sync::Mutex::new(head),
         })
     }
@@ -316,14 +335,21 @@ impl Worktrees {
             .git
             .run(&place, ["read-tree", "--reset", "-u", "HEAD"])
             .await?;
-        // So that git works for the agent in its checkout; troupe itself
-        // never reads this file back.
-        let pointer = checkout.dir.join(".git");
-        write(
-            &pointer,
-            format!("gitdir: {}\n", checkout.git.git_dir.display()),
-        )?;
+        self.relink(&checkout)?;
         Ok(checkout)
+    }
+
+    /// Writes the checkout's `.git` link to its own git directory, so that
+    /// git works for the agent in its checkout, and writes it again once
+    /// the worker is done, so that a checkout kept for a look links to
+    /// troupe's git directory whatever the worker did to it (the link is
+    /// read-only to a worker where the sandbox has a mount namespace).
+    /// troupe itself never reads this file back.
+    pub fn relink(&self, checkout: &Checkout) -> Result<(), IsolationError> {
+        let pointer = checkout.dir.join(".git");
+        let text = format!("gitdir: {}\n", checkout.git.git_dir.display());
+        crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
+            .map_err(io(&pointer))
     }
 
     /// What the attempt in `checkout` changed: committed on its base, with
@@ -334,6 +360,7 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<ChangeRecord, IsolationError> {
+        self.relink(checkout)?;
         let mut change = ChangeRecord {
             base: checkout.base.clone(),
             checkout: crate::protocol::display_in(&self.workspace, &checkout.dir),
@@ -343,6 +370,11 @@ impl Worktrees {
             work_tree: Some(&checkout.dir),
             index: None,
         };
+        change.refused =
+            admit::unfit_files(&checkout.git, &checkout.dir, self.max_file_size).await?;
+        if !change.refused.is_empty() {
+            return Ok(change);
+        }
         checkout.git.run(&place, ["add", "-A"]).await?;
         let tree = checkout.git.run(&place, ["write-tree"]).await?;
         let tree = tree.trim();
@@ -359,6 +391,7 @@ impl Worktrees {
             )
             .await?;
         let commit = commit.trim().to_string();
+        change.refused = admit::refusals(&self.git, &checkout.base, &commit).await?;
         change.tree = tree.to_string();
         let range = [checkout.base.as_str(), commit.as_str()];
         let numstat = [
@@ -404,6 +437,9 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<Landing, IsolationError> {
+        if !change.refused.is_empty() {
+            return Ok(Landing::Refused(change.refused.clone()));
+        }
         let mut current = self.head.lock().await;
         let head = current.commit.clone();
         let Some(commit) = change.commit.as_deref() else {

@@ -94,12 +94,24 @@ fn describe_change(change: Option<&ChangeRecord>, diff: Option<&Path>) -> String
     let Some(change) = change else {
         return "(this run's workers share the workspace: there is no separate change to show; check the files themselves)".to_string();
     };
+    let refused = match change.refused.is_empty() {
+        true => String::new(),
+        false => format!(
+            "troupe will not land this change, whatever you answer:\n- {}\n\n",
+            change.refused.join("\n- ")
+        ),
+    };
     if change.commit.is_none() {
-        return "The attempt changed nothing: its checkout is exactly the step's base.".to_string();
+        return match refused.is_empty() {
+            true => {
+                "The attempt changed nothing: its checkout is exactly the step's base.".to_string()
+            }
+            false => format!("{refused}troupe did not read the checkout into a change."),
+        };
     }
     let base: String = change.base.chars().take(12).collect();
     let mut text = format!(
-        "Against the step's base ({base}); you are reading the attempt's checkout, the whole tree as it would land.\n{}",
+        "{refused}Against the step's base ({base}); you are reading the attempt's checkout, the whole tree as it would land.\n{}",
         change.stat.trim_end()
     );
     let whole = diff.and_then(|d| crate::fsutil::read_record(d).ok());

@@ -54,6 +54,9 @@ pub struct RunContext {
     pub budget: Budget,
     /// Stops every agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
+    /// The largest file an agent may write (`--max-file-size`), and so
+    /// the largest troupe takes into a change.
+    pub max_file_size: Option<u64>,
     /// The run's checkouts, once the plan showed they are wanted
     /// (`--isolation`); unset, every worker shares the workspace.
     pub isolation: OnceLock<Arc<Worktrees>>,

@@ -109,6 +109,14 @@ pub enum RunEvent {
         attempt: u32,
         paths: Vec<String>,
     },
+    /// troupe does not land an approved change: it holds a nested
+    /// repository, a link out of the workspace, troupe's configuration, or
+    /// a file git must not read.
+    ChangeRefused {
+        step: String,
+        attempt: u32,
+        reasons: Vec<String>,
+    },
     ReviewStarted {
         step: String,
         attempt: u32,
@@ -250,6 +258,7 @@ impl RunEvent {
             | RunEvent::StepFailed { .. } => Some("31"),
             RunEvent::ReviewRejected { .. }
             | RunEvent::ChangeConflicted { .. }
+            | RunEvent::ChangeRefused { .. }
             | RunEvent::StepRetry { .. }
             | RunEvent::StepUnreviewed { .. }
             | RunEvent::StepSkipped { .. }
@@ -450,6 +459,10 @@ impl RunEvent {
                 let short: String = head.chars().take(10).collect();
                 format!("{step}  landed ({short})")
             }
+            RunEvent::ChangeRefused { step, reasons, .. } => format!(
+                "{step}  change not landed: {}",
+                crate::text::excerpt(&reasons.join("; "), 300)
+            ),
             RunEvent::ChangeConflicted { step, paths, .. } => format!(
                 "{step}  conflicts with what landed meanwhile in {}; the next attempt starts from the new state",
                 paths.join(", ")

@@ -52,7 +52,7 @@ use crate::protocol::display_in;
 use crate::signal::StopSignal;
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
-use crate::supervisor::isolation::{IsolationError, IsolationMode, Worktrees};
+use crate::supervisor::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
 
 /// The model of each role of a run.
 pub struct TeamModels {
@@ -129,9 +129,14 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         }
     };
     let stop = StopSignal::default();
+    let max_file_size = config.agents.limits.max_file_size;
+    let bounds = Bounds {
+        stop: stop.clone(),
+        max_file_size,
+    };
     let resumed_isolation = match &record.isolation {
         Some(isolation) => Some(
-            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir, &stop)
+            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir, bounds)
                 .await
                 .map(Arc::new)?,
         ),
@@ -171,6 +176,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         runner: Box::new(runner),
         budget,
         stop,
+        max_file_size,
         isolation: std::sync::OnceLock::new(),
     };
     if let Some(trees) = resumed_isolation {
@@ -331,7 +337,11 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         return Ok(());
     }
     let run_id = owner.record().run_id.clone();
-    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id, &ctx.stop).await {
+    let bounds = Bounds {
+        stop: ctx.stop.clone(),
+        max_file_size: ctx.max_file_size,
+    };
+    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id, bounds).await {
         Ok(trees) => {
             let record = trees.record().clone();
             let event = RunEvent::Isolation {

@@ -365,6 +365,15 @@ impl<'c> Owner<'c> {
                     }
                 });
             }
+            StepEvent::Refused { attempt, reasons } => {
+                let event = RunEvent::ChangeRefused {
+                    step,
+                    attempt,
+                    reasons,
+                };
+                // The reasons are in the change's record since it was made.
+                self.emit(event, |_| {});
+            }
             StepEvent::Retrying { attempt } => {
                 let event = RunEvent::StepRetry { step, attempt };
                 self.emit(event, |run| {

@@ -120,6 +120,7 @@ impl ProcessRunner {
             task.sandbox.hidden.extend(configs);
             task.sandbox.allow_read.extend(checkout.read);
         }
+        crate::supervisor::spawn::guard(&mut task);
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
     }
 }

@@ -71,6 +71,11 @@ pub enum StepEvent {
         attempt: u32,
         paths: Vec<String>,
     },
+    /// troupe does not land the approved change (see `ChangeRecord::refused`).
+    Refused {
+        attempt: u32,
+        reasons: Vec<String>,
+    },
     ReviewFinished {
         attempt: u32,
         review: u32,
@@ -248,6 +253,9 @@ impl Step<'_> {
         };
         if worker.status != AgentStatus::Completed {
             // The checkout stays for a look, until `troupe clean`.
+            if let (Some(trees), Some(checkout)) = (trees, &checkout) {
+                trees.relink(checkout)?;
+            }
             let why = worker.error.as_deref().unwrap_or(&worker.summary);
             return Ok(Tried::Done(StepEnd::Failed(StepFailure::WorkerEnded {
                 attempt,
@@ -337,6 +345,24 @@ impl Step<'_> {
             Landing::Landed(head) => {
                 self.send(StepEvent::Landed { attempt, head });
                 Ok(Tried::Done(end))
+            }
+            Landing::Refused(reasons) => {
+                self.send(StepEvent::Refused {
+                    attempt,
+                    reasons: reasons.clone(),
+                });
+                Ok(Tried::Again(VerdictReport {
+                    approved: false,
+                    summary: format!(
+                        "troupe does not land the change of attempt {attempt}: {}",
+                        reasons.join("; ")
+                    ),
+                    issues: reasons,
+                    suggestions: vec![
+                        "Leave these out of the change: remove them from the checkout, or make them plain files inside the workspace.".to_string(),
+                    ],
+                    retry: true,
+                }))
             }
             Landing::Conflicted(conflict) => {
                 self.send(StepEvent::Conflicted {

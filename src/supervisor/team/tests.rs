@@ -263,6 +263,7 @@ async fn run(
         runner: Box::new(runner),
         budget,
         stop,
+        max_file_size: None,
         isolation: std::sync::OnceLock::new(),
     };
     let record = Arc::new(record);

@@ -14,6 +14,7 @@ mod not_files;
 mod planted;
 mod privileges;
 mod proc_entries;
+mod repository;
 mod resume;
 
 use std::os::unix::fs::PermissionsExt;

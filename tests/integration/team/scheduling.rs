@@ -95,8 +95,10 @@ fn run_json_is_current_while_the_run_goes_on() {
             .and_then(|mut dirs| dirs.next())
             .and_then(|dir| std::fs::read_to_string(dir.ok()?.path().join("run.json")).ok())
             .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+        // The step runs first, its worker a moment later, once started.
         if let Some(record) = record
             && record["steps"][0]["status"] == "running"
+            && record["steps"][0]["attempts"][0]["worker"]["status"] == "running"
         {
             break record;
         }

@@ -1,0 +1,180 @@
+//! What of a worker's checkout troupe takes into a change, and what of a
+//! change it will land: troupe works on trees a worker made, so it reads
+//! nothing there that could hold it up and lands nothing that reaches out.
+//!
+//! Before `git add -A`, a checkout may hold no FIFO, socket or device where
+//! git would read it (git blocks forever on a FIFO) and no file over
+//! `--max-file-size` (a sparse file of terabytes would be hashed for
+//! hours); ignored paths are git's to skip and left alone. After, a change
+//! may not add a nested repository (a gitlink names a commit troupe never
+//! saw, in a directory the worker's sandbox may close), a symbolic link
+//! whose target leaves the workspace (applied, it would point the user's
+//! tree at `/etc/shadow`), or troupe's own configuration (`troupe.toml`,
+//! `.troupe/`). Each refusal is a sentence naming the path.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+
+use super::git::{Git, GitError, Place};
+use crate::supervisor::spawn::GUARDED;
+
+/// How many refusals are named; the rest are counted.
+const NAMED: usize = 20;
+
+/// What in `checkout` troupe will not read into a change.
+pub async fn unfit_files(
+    git: &Git,
+    checkout: &Path,
+    max_file_size: Option<u64>,
+) -> Result<Vec<String>, GitError> {
+    let found: Vec<(PathBuf, String)> = walkdir::WalkDir::new(checkout)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let kind = entry.file_type();
+            let rel = entry.path().strip_prefix(checkout).ok()?.to_path_buf();
+            let why = if kind.is_fifo() {
+                "a FIFO".to_string()
+            } else if kind.is_socket() {
+                "a socket".to_string()
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device".to_string()
+            } else {
+                let size = entry.metadata().ok().filter(|m| m.is_file())?.len();
+                match max_file_size.filter(|max| size > *max) {
+                    Some(max) => format!("{size} bytes, more than --max-file-size {max}"),
+                    None => return None,
+                }
+            };
+            Some((rel, why))
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ignored = ignored(git, checkout, found.iter().map(|(p, _)| p.as_path())).await?;
+    let unfit = found
+        .into_iter()
+        .filter(|(path, _)| !ignored.contains(path))
+        .map(|(path, why)| {
+            format!(
+                "{} is {why}: troupe takes only files, directories and links of a sane size into a change",
+                path.display()
+            )
+        })
+        .collect();
+    Ok(named(unfit))
+}
+
+/// Which of `paths` git ignores, asked without reading any of them.
+async fn ignored<'a>(
+    git: &Git,
+    checkout: &Path,
+    paths: impl Iterator<Item = &'a Path>,
+) -> Result<Vec<PathBuf>, GitError> {
+    let mut args = vec![
+        "check-ignore".to_string(),
+        "--no-index".to_string(),
+        "--".to_string(),
+    ];
+    args.extend(paths.map(|p| p.display().to_string()));
+    let place = Place {
+        work_tree: Some(checkout),
+        index: None,
+    };
+    let out = git.output(&place, &args).await?;
+    Ok(out.stdout.lines().map(PathBuf::from).collect())
+}
+
+/// What of the change from `base` to `commit` troupe will not land.
+pub async fn refusals(git: &Git, base: &str, commit: &str) -> Result<Vec<String>, GitError> {
+    let raw = git
+        .run(
+            &Place::default(),
+            [
+                "diff",
+                "--no-ext-diff",
+                "--no-renames",
+                "--raw",
+                "-z",
+                base,
+                commit,
+            ],
+        )
+        .await?;
+    let mut refused = Vec::new();
+    let mut fields = raw.split('\0');
+    while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+        let parts: Vec<&str> = meta.trim_start_matches(':').split_whitespace().collect();
+        let [old_mode, new_mode, _, new_id, _] = parts.as_slice() else {
+            continue;
+        };
+        if GUARDED.iter().any(|name| Path::new(path).starts_with(name)) {
+            refused.push(format!(
+                "{path} is troupe's configuration, never a step's to change"
+            ));
+        } else if *new_mode == "160000" && *old_mode != "160000" {
+            refused.push(format!(
+                "{path} is a nested repository (a gitlink), which troupe does not land"
+            ));
+        } else if *new_mode == "120000" {
+            let target = git
+                .run(&Place::default(), ["cat-file", "blob", new_id])
+                .await?;
+            if leaves(Path::new(path), Path::new(&target)) {
+                refused.push(format!(
+                    "{path} is a symbolic link to {target}, outside the workspace"
+                ));
+            }
+        }
+    }
+    Ok(named(refused))
+}
+
+/// Whether a link at `link` (relative to the tree's top) pointing to
+/// `target` names something outside the tree.
+fn leaves(link: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return true;
+    }
+    let mut depth: i64 = link.components().count() as i64 - 1;
+    for component in target.components() {
+        match component {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// At most `NAMED` sentences, and how many more there were.
+fn named(mut all: Vec<String>) -> Vec<String> {
+    if all.len() > NAMED {
+        let more = all.len() - NAMED;
+        all.truncate(NAMED);
+        all.push(format!("and {more} more"));
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leaves;
+    use std::path::Path;
+
+    #[test]
+    fn a_link_leaves_the_tree_when_its_target_climbs_past_the_top() {
+        assert!(leaves(Path::new("a"), Path::new("/etc/shadow")));
+        assert!(leaves(Path::new("a"), Path::new("../x")));
+        assert!(leaves(Path::new("d/a"), Path::new("../../x")));
+        assert!(leaves(Path::new("d/a"), Path::new("x/../../../y")));
+        assert!(!leaves(Path::new("d/a"), Path::new("../x")));
+        assert!(!leaves(Path::new("a"), Path::new("d/e")));
+    }
+}
