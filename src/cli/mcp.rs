@@ -62,7 +62,7 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     for server in &servers {
         let log = crate::mcp::client::ServerLog::new(std::sync::Arc::clone(&log_dir), &server.name);
         let roles: Vec<&str> = server.roles.iter().map(|r| r.as_str()).collect();
-        let listed = match Connection::start(server, &args.workspace, Some(&log)).await {
+        let listed = match Connection::start(server, &args.workspace, Some(&log), false).await {
             Ok(connection) => {
                 let tools = connection.tools(server).await;
                 connection.stop().await;

@@ -43,11 +43,16 @@ pub struct Connection {
 
 impl Connection {
     /// Starts `server` in `workspace` (or reaches its `url`), its stderr
-    /// appended to `log`, and shakes hands, within its timeout.
+    /// appended to `log`, and shakes hands, within its timeout. A server
+    /// troupe runs for its agents (`narrow`) takes arguments a model chose
+    /// outside any agent's sandbox, so it gets a Landlock domain of its
+    /// own: it writes only the workspace, and keeps the network it runs in
+    /// troupe for.
     pub async fn start(
         server: &McpServer,
         workspace: &Path,
         log: Option<&ServerLog>,
+        narrow: bool,
     ) -> Result<Connection, McpError> {
         if let Some(url) = &server.url {
             return Self::reach(server, url).await;
@@ -80,6 +85,14 @@ impl Connection {
         }
         if crate::sandbox::git_config_closed() {
             command.env("GIT_CONFIG_GLOBAL", "/dev/null");
+        }
+        let domain = narrow
+            .then(|| crate::sandbox::Narrow::new(&[workspace.to_path_buf()], true))
+            .flatten();
+        if let Some(domain) = &domain {
+            domain
+                .confine(&mut command)
+                .map_err(|e| failed(format!("cannot confine it: {e}")))?;
         }
         let stderr = match log {
             Some(log) => Stdio::from(

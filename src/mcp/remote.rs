@@ -67,7 +67,7 @@ impl RemoteServers {
         let mut connected = Vec::new();
         for config in wanted {
             let started = async {
-                let connection = Connection::start(config, workspace, None).await?;
+                let connection = Connection::start(config, workspace, None, true).await?;
                 let tools = connection.tools(config).await?;
                 Ok::<_, McpError>((connection, tools))
             }
@@ -153,7 +153,7 @@ impl RemoteServers {
                     ));
                 }
                 *connection = Some(
-                    Connection::start(&remote.config, &self.workspace, None)
+                    Connection::start(&remote.config, &self.workspace, None, true)
                         .await
                         .map_err(|e| e.to_string())?,
                 );

@@ -52,7 +52,7 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
         async move {
             let listed = async {
                 let connection =
-                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log)).await?;
+                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log), false).await?;
                 if let Some(pgid) = connection.pgid {
                     ctx.groups.add(pgid);
                 }
@@ -201,7 +201,7 @@ impl McpTool {
                         config.name
                     )));
                 }
-                match Connection::start(config, &slot.workspace, Some(&slot.log)).await {
+                match Connection::start(config, &slot.workspace, Some(&slot.log), false).await {
                     Ok(started) => {
                         if let Some(pgid) = started.pgid {
                             ctx.groups.add(pgid);

@@ -127,7 +127,11 @@ fn a_server_allowed_the_whole_root_still_writes_only_where_the_agent_may() {
         return;
     };
     let sandbox = Sandbox::new();
-    let outside = outside(&sandbox);
+    // Outside /tmp, which an agent sees empty: where only Landlock stands
+    // in the way.
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = elsewhere.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
     let inside = sandbox.ws().join("inside.txt").display().to_string();
     let escape = outside.join("escape.txt").display().to_string();
@@ -167,6 +171,32 @@ fn a_server_allowed_the_whole_root_still_writes_only_where_the_agent_may() {
         !outside.join("escape.txt").exists(),
         "nothing written outside"
     );
+
+    // Regression: the same server run by troupe for the agents (`network =
+    // true`) wrote outside the workspace for the model. It has a Landlock
+    // domain of its own now.
+    let config = sandbox.root().join("troupe.toml");
+    let program = bin.join("mcp-server-filesystem");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.fs]\ncommand = \"{}\"\nargs = [\"/\"]\nnetwork = true\n",
+            program.display()
+        ),
+    )
+    .unwrap();
+    let mut command = spawn_command(&sandbox, 2, "use the tool servers", &model);
+    command.args(["--config", &config.display().to_string()]);
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results: Vec<Value> = crate::common::tool_results(&sandbox.transcript(2))
+        .iter()
+        .map(|r| serde_json::from_str(r["content"].as_str().unwrap()).unwrap_or(r.clone()))
+        .collect();
+    assert_eq!(results[0]["success"], true, "{}", results[0]);
+    assert_eq!(results[1]["success"], false, "{}", results[1]);
+    assert!(results[1].to_string().contains("EACCES"), "{}", results[1]);
+    assert!(!outside.join("escape.txt").exists(), "nothing written outside");
 }
 
 #[test]
