@@ -8,7 +8,6 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::common::{Run, Sandbox, present, run, spawn_command, troupe};
-use crate::hostile::outside;
 
 /// The servers' directory and the directories their programs load from,
 /// or `None` (a skip, or a failure under CI) when `.ci/mcp-up` did not
