@@ -90,7 +90,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -100,6 +100,7 @@ fn main() {
         ("relay", relay),
         ("startup", startup),
         ("worktree", worktree_cost),
+        ("namespaces", namespace_set),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -766,6 +767,104 @@ fn startup(bench: &mut Bench) {
         "",
         size as f64 / (1024.0 * 1024.0),
     );
+}
+
+/// Scenario 9: what an agent's namespace set (and the rest of its
+/// confinement) adds to starting it, side by side in one run: `troupe
+/// spawn` of one agent that finishes at once, with the whole sandbox and
+/// with `--sandbox off`, and with the troupe-agent binary that
+/// `TROUPE_BENCH_BASELINE_AGENT` names (an earlier commit's) when set.
+/// Spawn to `hello` is the parent's clock on the child's start, where the
+/// confinement happens; CPU is troupe's and the agent's together.
+fn namespace_set(bench: &mut Bench) {
+    let times = if bench.quick { 10 } else { 100 };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("script.json");
+    let rules = json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]});
+    std::fs::write(&script, rules.to_string()).expect("script");
+    let model = format!("scripted:{}", script.display());
+    let baseline = std::env::var("TROUPE_BENCH_BASELINE_AGENT").ok();
+    let mut modes: Vec<(String, Vec<String>)> = vec![
+        ("the whole sandbox".to_string(), Vec::new()),
+        (
+            "--sandbox off".to_string(),
+            vec!["--sandbox".into(), "off".into()],
+        ),
+    ];
+    if let Some(agent) = &baseline {
+        modes.push((
+            "the baseline agent".to_string(),
+            vec!["--agent-bin".into(), agent.clone()],
+        ));
+    }
+    const S: &str = "9. namespace set";
+    let mut medians = Vec::new();
+    for (label, extra) in &modes {
+        let ws = dir.path().join(format!("ws-{}", medians.len()));
+        std::fs::create_dir_all(&ws).expect("workspace");
+        let cpu_before = children_cpu();
+        let mut hellos = Vec::new();
+        for id in 1..=times {
+            let out = Command::new(TROUPE)
+                .args([
+                    "spawn",
+                    "--id",
+                    &id.to_string(),
+                    "--summary",
+                    "s",
+                    "--task",
+                    "t",
+                ])
+                .arg("--workspace")
+                .arg(&ws)
+                .args(["--model", &model])
+                .args(extra)
+                .env("TROUPE_CONFIG", "")
+                .stderr(Stdio::null())
+                .output()
+                .expect("troupe spawn");
+            let result: Value = serde_json::from_slice(&out.stdout).expect("result");
+            hellos.push(result["timings"]["startup_ms"].as_f64().unwrap_or(0.0));
+        }
+        let cpu = (children_cpu() - cpu_before).as_secs_f64() * 1000.0 / times as f64;
+        hellos.sort_by(f64::total_cmp);
+        let median = hellos[hellos.len() / 2];
+        bench.record(S, &format!("spawn to hello, {label}"), "ms", "", median);
+        bench.record(S, &format!("CPU per agent, {label}"), "ms", "", cpu);
+        medians.push((median, cpu));
+    }
+    bench.record(
+        S,
+        "added to spawn to hello by the sandbox",
+        "ms",
+        "< 1.5",
+        medians[0].0 - medians[1].0,
+    );
+    bench.record(
+        S,
+        "added CPU per agent by the sandbox",
+        "ms",
+        "< 1",
+        medians[0].1 - medians[1].1,
+    );
+    if let Some(base) = medians.get(2) {
+        bench.record(
+            S,
+            "added to spawn to hello, against the baseline",
+            "ms",
+            "< 1.5",
+            medians[0].0 - base.0,
+        );
+        bench.record(
+            S,
+            "added CPU per agent, against the baseline",
+            "ms",
+            "< 1",
+            medians[0].1 - base.1,
+        );
+    }
 }
 
 fn make_executable(path: &Path) {

@@ -6,8 +6,11 @@
 //! `troupe-agent-<pid>` beside troupe's own, with `memory.max` and
 //! `pids.max` (or cgroup v1's memory and pids controllers): the bound is
 //! the whole agent's, and the kernel's OOM killer, when the agent reaches
-//! it, picks inside the agent only. The agent's init joins it; the
-//! stand-in removes it once the init is gone, and troupe removes what a
+//! it, picks inside the agent only. The agent's init moves the agent into
+//! it while the agent starts (a move waits for a kernel grace period, up
+//! to tens of milliseconds on cgroup v1), and the agent waits for that
+//! before it starts a process of its own (`await_bounds`); the stand-in
+//! removes the group once the init is gone, and troupe removes what a
 //! killed stand-in left. Elsewhere the resource limits hold: `RLIMIT_NPROC`
 //! counts the processes of the agent's own user namespace, and
 //! `RLIMIT_DATA` bounds each process's memory, not the agent's.
@@ -134,12 +137,12 @@ impl Group {
         Ok(())
     }
 
-    /// Moves the calling process into the group; what it starts from
-    /// here on is in it too.
-    pub fn join(&self) -> Result<(), String> {
+    /// Moves the process `pid` (of the caller's PID namespace) into the
+    /// group; what it starts from then on is in it too.
+    pub fn move_in(&self, pid: i32) -> Result<(), String> {
         for dir in &self.dirs {
-            std::fs::write(dir.path.join("cgroup.procs"), "0")
-                .map_err(|e| format!("cannot join {}: {e}", dir.path.display()))?;
+            std::fs::write(dir.path.join("cgroup.procs"), pid.to_string())
+                .map_err(|e| format!("cannot move the agent into {}: {e}", dir.path.display()))?;
         }
         Ok(())
     }
@@ -169,6 +172,33 @@ impl Group {
             .filter(|path| path.exists())
             .collect()
     }
+}
+
+/// The init's move of the agent into its group, still to wait for.
+static SETTLING: std::sync::Mutex<Option<super::process_tree::Settling>> =
+    std::sync::Mutex::new(None);
+
+/// Keeps the init's move of the agent for `await_bounds`.
+pub fn expect_bounds(settling: super::process_tree::Settling) {
+    if let Ok(mut pending) = SETTLING.lock() {
+        *pending = Some(settling);
+    }
+}
+
+/// Waits, once, for the agent to be in its control group, so that no
+/// process it starts is outside it. Where the init could not move it,
+/// the resource limits stand in from here on (`memory`, `processes`), and
+/// the warning says so.
+pub fn await_bounds(memory: Option<u64>, processes: Option<u64>) -> Option<String> {
+    let pending = SETTLING.lock().ok()?.take()?;
+    let why = pending.wait().err()?;
+    let fallback = match set_rlimits(memory, processes) {
+        Ok(()) => "resource limits bound its processes instead".to_string(),
+        Err(e) => e,
+    };
+    Some(format!(
+        "the agent's control group does not hold it ({why}); {fallback}"
+    ))
 }
 
 /// Removes the control group a stand-in with `pid` made, if it is still

@@ -30,14 +30,18 @@ const PASSED_ON: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
 
 /// Forks the init and the agent. Returns in the agent with what
 /// `in_init` said (the init runs it before it forks the agent, as the
-/// namespace's first process); returns `Err` in the process that must
-/// report the failure and exit (the init, when `in_init` failed). The
-/// stand-in runs `when_done` once the init is gone; the stand-in and the
-/// init never return.
+/// namespace's first process) and the `Settling` of what the init does
+/// once the agent exists (`settle`: moving it into its control group,
+/// which takes a kernel's grace period and so runs beside the agent's own
+/// start, not before it); returns `Err` in the process that must report
+/// the failure and exit (the init, when `in_init` failed). The stand-in
+/// runs `when_done` once the init is gone; the stand-in and the init never
+/// return.
 pub fn fork_init_and_agent(
     in_init: impl FnOnce() -> Result<Vec<String>, String>,
+    settle: impl FnOnce(Pid) -> Result<(), String>,
     when_done: impl FnOnce(),
-) -> Result<Vec<String>, String> {
+) -> Result<(Vec<String>, Settling), String> {
     // SAFETY: the process has one thread (no runtime yet), so the child
     // may do anything the parent could.
     match unsafe { fork() }.map_err(|e| format!("cannot fork the agent's init: {e}"))? {
@@ -46,10 +50,46 @@ pub fn fork_init_and_agent(
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let notes = in_init()?;
+    let (settled_r, settled_w) =
+        nix::unistd::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     // SAFETY: as above; the init is single-threaded too.
     match unsafe { fork() }.map_err(|e| format!("cannot fork the agent: {e}"))? {
-        ForkResult::Parent { child } => init(child),
-        ForkResult::Child => Ok(notes),
+        ForkResult::Parent { child } => {
+            drop(settled_r);
+            let said = match settle(child) {
+                Ok(()) => Vec::new(),
+                Err(why) => why.into_bytes(),
+            };
+            let _ = nix::unistd::write(&settled_w, if said.is_empty() { b"y" } else { &said });
+            drop(settled_w);
+            init(child)
+        }
+        ForkResult::Child => {
+            drop(settled_w);
+            Ok((notes, Settling(Some(settled_r))))
+        }
+    }
+}
+
+/// What the init does for the agent once it exists, which the agent waits
+/// for before it starts any process of its own.
+#[derive(Debug)]
+pub struct Settling(Option<std::os::fd::OwnedFd>);
+
+impl Settling {
+    /// Waits for the init; `Err` says what it could not do.
+    pub fn wait(mut self) -> Result<(), String> {
+        let Some(fd) = self.0.take() else {
+            return Ok(());
+        };
+        let mut said = Vec::new();
+        let mut file = std::fs::File::from(fd);
+        let _ = std::io::Read::read_to_end(&mut file, &mut said);
+        match said.as_slice() {
+            b"y" => Ok(()),
+            [] => Err("the agent's init ended before it said".to_string()),
+            why => Err(String::from_utf8_lossy(why).into_owned()),
+        }
     }
 }
 

@@ -41,6 +41,9 @@ pub struct Started {
 /// Starts `servers` (at once), lists their tools and keeps those their
 /// filters admit.
 pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
+    if !servers.is_empty() {
+        ctx.commands.await_bounds();
+    }
     let starts = servers.iter().map(|config| {
         let slot = Arc::new(ServerSlot {
             config: config.clone(),
@@ -52,7 +55,8 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
         async move {
             let listed = async {
                 let connection =
-                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log), false).await?;
+                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log), false)
+                        .await?;
                 if let Some(pgid) = connection.pgid {
                     ctx.groups.add(pgid);
                 }

@@ -144,6 +144,16 @@ pub struct CommandSetting {
     pub withheld_env: Vec<String>,
 }
 
+impl CommandSetting {
+    /// Waits, the first time, until the agent is inside its bounds (see
+    /// `sandbox::await_bounds`): before it starts a process of its own.
+    pub fn await_bounds(&self) {
+        if let Some(warning) = crate::sandbox::await_bounds(self.memory, self.processes) {
+            crate::tell!("troupe-agent: {warning}");
+        }
+    }
+}
+
 impl ToolContext {
     pub fn new(
         fence: PathFence,

@@ -55,6 +55,7 @@ async fn run(
     ctx: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     make_tmp_dir();
+    ctx.commands.await_bounds();
     let mut sh = Command::new("sh");
     if crate::sandbox::git_config_closed() {
         sh.env("GIT_CONFIG_GLOBAL", "/dev/null");

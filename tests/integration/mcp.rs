@@ -195,7 +195,10 @@ fn a_server_allowed_the_whole_root_still_writes_only_where_the_agent_may() {
     assert_eq!(results[0]["success"], true, "{}", results[0]);
     assert_eq!(results[1]["success"], false, "{}", results[1]);
     assert!(results[1].to_string().contains("EACCES"), "{}", results[1]);
-    assert!(!outside.join("escape.txt").exists(), "nothing written outside");
+    assert!(
+        !outside.join("escape.txt").exists(),
+        "nothing written outside"
+    );
 }
 
 #[test]
