@@ -99,6 +99,10 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
 
 #[test]
 fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
+    let test = "a_command_timeout_kills_its_group_and_the_agent_goes_on";
+    if !crate::common::present(test, "procps's pgrep", crate::common::on_path("pgrep")) {
+        return;
+    }
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
     let command = "sleep 302.1 & wait";

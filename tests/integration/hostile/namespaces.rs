@@ -133,7 +133,13 @@ fn a_command_can_neither_signal_nor_see_a_process_outside_its_agent_as_an_ordina
 }
 
 fn leftovers(as_nobody: bool) {
-    if !crate::common::full_sandbox("leftovers") {
+    if !crate::common::full_sandbox("leftovers")
+        || !crate::common::present(
+            "leftovers",
+            "util-linux's ipcmk",
+            crate::common::on_path("ipcmk"),
+        )
+    {
         return;
     }
     let sandbox = Sandbox::new();
@@ -266,6 +272,7 @@ fn sockets(as_nobody: bool) {
     let test = "sockets";
     if !crate::common::full_sandbox(test)
         || !crate::common::present(test, "python3", Path::new("/usr/bin/python3").exists())
+        || !crate::common::present(test, "iproute2's ss", crate::common::on_path("ss"))
     {
         return;
     }
@@ -338,7 +345,9 @@ fn no_socket_leaves_the_agent_as_an_ordinary_user() {
 }
 
 fn bounds(as_nobody: bool) {
-    if !crate::common::full_sandbox("bounds") {
+    if !crate::common::full_sandbox("bounds")
+        || !crate::common::present("bounds", "python3", Path::new("/usr/bin/python3").exists())
+    {
         return;
     }
     let sandbox = Sandbox::new();
