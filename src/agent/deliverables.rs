@@ -20,5 +20,8 @@ pub fn collect(ctx: &ToolContext) -> Vec<String> {
                 .map(|p| fence.display(p)),
         );
     }
-    files.into_iter().collect()
+    files
+        .into_iter()
+        .take(crate::protocol::LISTED_FILES)
+        .collect()
 }

@@ -177,6 +177,12 @@ impl AgentArgs {
         }
         let mut sandbox = self.sandbox(sources)?;
         sandbox.mcp_only_env = mcp_only_env;
+        // troupe takes no setting from a file an agent could have written:
+        // the one it read is read-only to every agent, wherever it is.
+        if let Some(file) = sources.config_file() {
+            crate::tell!("troupe: settings from {}", file.display());
+            sandbox.read_only.extend(file.canonicalize().ok());
+        }
         Ok(AgentSettings {
             program,
             program_takes_session,

@@ -382,6 +382,7 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
         let _ = kill(supervisor, Signal::SIGKILL);
         if let Some(agent) = StatusFile::load(&dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid) {
             crate::supervisor::session::kill_session(agent, Duration::from_secs(3)).await;
+            crate::sandbox::remove_leftover_group(agent);
         }
         message = format!(
             "Sub-agent {} did not stop within {} s and was killed",

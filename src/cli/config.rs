@@ -184,6 +184,10 @@ impl Lookup for Sources {
         })
     }
 
+    fn config_file(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
         self.file
             .mcp_servers

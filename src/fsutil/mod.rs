@@ -38,9 +38,11 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Every file under an agent's directory but its `.subagent/` (and the
+/// The files under an agent's directory but its `.subagent/` (and the
 /// `.subagent-<time>/` of earlier runs), as paths relative to the
-/// workspace, sorted: what the agent left as deliverables.
+/// workspace, sorted: what the agent left as deliverables. At most
+/// `protocol::LISTED_FILES` of them, the first the walk finds: an agent
+/// that made a million files must not make troupe hold a million names.
 pub fn deliverable_files(workspace: &Path, agent_dir: &Path) -> Vec<String> {
     let mut files: Vec<String> = walkdir::WalkDir::new(agent_dir)
         .into_iter()
@@ -53,6 +55,7 @@ pub fn deliverable_files(workspace: &Path, agent_dir: &Path) -> Vec<String> {
         })
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
+        .take(crate::protocol::LISTED_FILES)
         .map(|e| crate::protocol::display_in(workspace, e.path()))
         .collect();
     files.sort();

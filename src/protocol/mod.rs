@@ -21,7 +21,7 @@ pub use sandbox::{
     LimitKind, LimitsReport, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings,
 };
 pub use status::AgentStatus;
-pub use task::{AgentLimits, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
+pub use task::{AgentLimits, LISTED_FILES, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
 pub use verdict::{parse_verdict, verdict_schema};
 
 /// Where a child started by troupe itself finds the pid of its parent, to

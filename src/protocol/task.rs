@@ -21,6 +21,10 @@ pub const SUBAGENT_DIR: &str = ".subagent";
 /// every run's records.
 pub const RESULTS_DIR: &str = "sub_agent_results";
 
+/// The most files one agent's deliverables or one change list; the rest
+/// are left out (a change's stat counts them).
+pub const LISTED_FILES: usize = 1000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskFile {
     pub protocol: u32,

@@ -30,6 +30,11 @@ pub trait Lookup {
     fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
         Vec::new()
     }
+
+    /// The config file the settings were read from, if one was.
+    fn config_file(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 /// The environment alone: what `troupe-agent` stand-alone uses.

@@ -194,6 +194,12 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     let _ = child.wait().await;
     if let Some(pid) = pid {
         session::unregister(pid);
+        // A stand-in killed before it could remove the agent's control
+        // group leaves it, empty: the group is named after its pid. Under a
+        // launcher the child is the launcher, and the group is elsewhere.
+        if run.launcher.is_none() {
+            crate::sandbox::remove_leftover_group(pid);
+        }
     }
     served.timings(started, exited_at);
     served.outcome(status, error, started)

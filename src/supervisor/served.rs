@@ -188,10 +188,15 @@ impl<'r, 'a> Served<'r, 'a> {
                 });
             }
             FromChild::Stats(stats) => self.keep_stats(stats),
-            FromChild::Finished(report) => {
+            FromChild::Finished(mut report) => {
                 self.expect_report("finished", AgentRole::Worker, self.finish.is_some())?;
                 self.report_at.get_or_insert_with(Instant::now);
                 self.keep_stats(report.stats.clone());
+                // What troupe keeps of an agent's files is bounded, whatever
+                // the child says.
+                report
+                    .deliverables_files
+                    .truncate(crate::protocol::LISTED_FILES);
                 self.finish = Some(report);
             }
             FromChild::Verdict(reported) => {

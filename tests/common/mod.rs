@@ -186,24 +186,6 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// The live processes, anywhere on the machine, whose command line holds
-/// `marker`: how a test finds what an agent's command started, whose own
-/// pids are those of the agent's PID namespace.
-pub fn living(marker: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
-                String::from_utf8_lossy(&line)
-                    .replace('\0', " ")
-                    .contains(marker)
-            })
-        })
-        .filter(|pid| alive(*pid))
-        .collect()
-}
-
 /// The pid a test command wrote to `path`.
 pub fn read_pid(path: &Path) -> i32 {
     let text = std::fs::read_to_string(path)

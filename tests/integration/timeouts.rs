@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Sandbox, living, spawn};
+use crate::common::{Sandbox, processes_with, spawn};
 
 #[test]
 fn a_timeout_keeps_partial_work_and_kills_every_process() {
@@ -56,7 +56,7 @@ fn a_timeout_keeps_partial_work_and_kills_every_process() {
 
     for marker in ["sleep 301.1", "sleep 301.2", "sleep 301.3"] {
         assert_eq!(
-            living(marker),
+            processes_with(marker),
             Vec::<i32>::new(),
             "`{marker}` is not alive, in its session or out of it"
         );
@@ -91,7 +91,7 @@ fn a_child_killed_mid_run_is_an_error_with_a_valid_transcript() {
     );
     assert!(sandbox.ws().join("before.txt").exists());
     assert_eq!(
-        living("sleep 30.2"),
+        processes_with("sleep 30.2"),
         Vec::<i32>::new(),
         "the orphaned command died with its agent"
     );

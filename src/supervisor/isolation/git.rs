@@ -127,11 +127,39 @@ impl Git {
         }
     }
 
+    /// Runs `git args` with its stdout into `file` (a diff too large to
+    /// hold), and fails unless it exits 0.
+    pub async fn run_into<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        file: std::fs::File,
+    ) -> Result<(), GitError> {
+        let out = self.call(place, args, Some(file)).await?;
+        match out.success {
+            true => Ok(()),
+            false => {
+                let args: Vec<std::ffi::OsString> =
+                    args.iter().map(|a| a.as_ref().to_owned()).collect();
+                Err(failed(&args, &out))
+            }
+        }
+    }
+
     /// Runs `git args` and returns what it said, whatever its exit.
     pub async fn output<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
         args: &[S],
+    ) -> Result<Output, GitError> {
+        self.call(place, args, None).await
+    }
+
+    async fn call<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        stdout: Option<std::fs::File>,
     ) -> Result<Output, GitError> {
         let mut command = command();
         command.env("GIT_DIR", &self.git_dir);
@@ -162,7 +190,7 @@ impl Git {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let out = bounded(command, self.stop.as_ref(), said).await?;
+        let out = bounded(command, stdout, self.stop.as_ref(), said).await?;
         Ok(Output {
             success: out.status.success(),
             code: out.status.code(),
@@ -176,11 +204,16 @@ impl Git {
 /// first; either way its process group is killed.
 async fn bounded(
     mut command: Command,
+    stdout: Option<std::fs::File>,
     stop: Option<&StopSignal>,
     said: impl Fn() -> String,
 ) -> Result<std::process::Output, GitError> {
+    let stdout = match stdout {
+        Some(file) => std::process::Stdio::from(file),
+        None => std::process::Stdio::piped(),
+    };
     let child = command
-        .stdout(std::process::Stdio::piped())
+        .stdout(stdout)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Missing { source })?;

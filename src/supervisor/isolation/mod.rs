@@ -405,7 +405,11 @@ impl Worktrees {
         let counts = self.git.run(&here, numstat.iter().chain(&range)).await?;
         let counted = stat::parse_numstat(&counts);
         change.stat = stat::render(&counted);
-        change.files = counted.into_iter().map(|c| c.path).collect();
+        change.files = counted
+            .into_iter()
+            .take(crate::protocol::LISTED_FILES)
+            .map(|c| c.path)
+            .collect();
         let whole = [
             "diff",
             "--no-ext-diff",
@@ -414,10 +418,12 @@ impl Worktrees {
             "--no-renames",
             "--binary",
         ];
-        let diff = self.git.run(&here, whole.iter().chain(&range)).await?;
+        // Written by git straight to the file: a change may be far larger
+        // than troupe should hold.
         let path = self.diff_path(step, attempt);
-        crate::fsutil::write_atomic(&path, diff.as_bytes(), Durability::Atomic)
-            .map_err(io(&path))?;
+        let file = crate::fsutil::create_file(&path).map_err(io(&path))?;
+        let args: Vec<&str> = whole.iter().chain(&range).copied().collect();
+        self.git.run_into(&here, &args, file).await?;
         change.diff = Some(crate::protocol::display_in(&self.workspace, &path));
         change.commit = Some(commit);
         Ok(change)

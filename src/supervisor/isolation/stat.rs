@@ -28,22 +28,24 @@ pub fn parse_numstat(text: &str) -> Vec<Counted> {
 /// The widest bar of `+` and `-`, as git draws it.
 const BAR: u64 = 40;
 
-/// The stat as `git diff --stat` shows it: a line per path, then the
-/// totals.
+/// The stat as `git diff --stat` shows it: a line per path (for the first
+/// `LISTED_FILES` of them, then how many more), then the totals of all.
 pub fn render(counted: &[Counted]) -> String {
-    let width = counted.iter().map(|c| c.path.len()).max().unwrap_or(0);
-    let most = counted
+    let shown = &counted[..counted.len().min(crate::protocol::LISTED_FILES)];
+    let width = shown.iter().map(|c| c.path.len()).max().unwrap_or(0);
+    let most = shown
         .iter()
         .filter_map(|c| c.lines.map(|(a, d)| a + d))
         .max()
         .unwrap_or(0);
     let mut out = String::new();
-    let (mut added, mut deleted) = (0, 0);
-    for c in counted {
+    let (added, deleted) = counted
+        .iter()
+        .filter_map(|c| c.lines)
+        .fold((0, 0), |(a, d), (ca, cd)| (a + ca, d + cd));
+    for c in shown {
         match c.lines {
             Some((a, d)) => {
-                added += a;
-                deleted += d;
                 let scale = |n: u64| match most > BAR {
                     true => (n * BAR).div_ceil(most),
                     false => n,
@@ -57,6 +59,9 @@ pub fn render(counted: &[Counted]) -> String {
             }
             None => out.push_str(&format!(" {:width$} | Bin\n", c.path)),
         }
+    }
+    if shown.len() < counted.len() {
+        out.push_str(&format!(" ... and {} more\n", counted.len() - shown.len()));
     }
     let plural = |n: u64, word: &str| match n {
         1 => format!("{n} {word}"),

@@ -10,7 +10,7 @@ use std::process::{Child, Command};
 use serde_json::json;
 
 use super::{is_root, outputs, running, unprivileged};
-use crate::common::{Sandbox, living, run, spawn_command};
+use crate::common::{Sandbox, processes_with, run, spawn_command};
 use crate::team::{finish_team_run, planner, step, team_command, worker_rule};
 
 /// A process of the user troupe runs as (`nobody` for `as_nobody`) that
@@ -154,7 +154,7 @@ fn leftovers(as_nobody: bool) {
     assert!(out[3].contains("Shared memory id"), "{}", out[3]);
     for marker in ["sleep 304.1", "sleep 304.2", "sleep 304.3"] {
         assert_eq!(
-            living(marker),
+            processes_with(marker),
             Vec::<i32>::new(),
             "`{marker}` outlived its agent"
         );
@@ -370,7 +370,7 @@ fn bounds(as_nobody: bool) {
     assert!(out[0].contains("--max-processes"), "{}", out[0]);
     assert!(out[2].contains("--max-memory"), "{}", out[2]);
     assert!(out[3].contains("still here"), "{}", out[3]);
-    assert_eq!(living("sleep 30.5"), Vec::<i32>::new());
+    assert_eq!(processes_with("sleep 30.5"), Vec::<i32>::new());
 }
 
 // Regression: one command started 3,000 processes and another allocated
