@@ -72,15 +72,30 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
-    let (dir, _, isolation) = isolated_run(&args.place, &args.run)?;
+    let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
     let removed = crate::supervisor::isolation::clean(&dir)?;
+    // The attempts whose change never landed: what they wrote into the
+    // repository is nothing's but theirs.
+    let unlanded: Vec<String> = record
+        .steps
+        .iter()
+        .flat_map(|step| &step.attempts)
+        .filter_map(|attempt| attempt.change.as_ref())
+        .filter(|change| change.merge.is_none())
+        .filter_map(|change| change.commit.clone())
+        .collect();
+    let pruned = crate::supervisor::isolation::prune(&isolation, &unlanded).await?;
     crate::say!(
-        "removed {} checkout{} of run {}; branch {} stays",
+        "removed {} checkout{} of run {}; {} object{} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",
         removed.len(),
         if removed.len() == 1 { "" } else { "s" },
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        pruned.objects,
+        if pruned.objects == 1 { "" } else { "s" },
+        pruned.bytes,
+        isolation.git_dir.display(),
         isolation.branch
     );
     Ok(ExitCode::SUCCESS)

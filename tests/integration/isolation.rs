@@ -190,6 +190,64 @@ fn a_failed_steps_checkout_is_kept_until_clean() {
     assert!(on_branch(&team, "b.txt").is_some(), "the branch stays");
 }
 
+// Regression: a rejected attempt's 300 MB stayed in the user's .git
+// objects; `troupe clean` now prunes what only unlanded attempts hold.
+#[test]
+fn clean_prunes_what_only_the_rejected_attempts_wrote() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rejected = "only-the-rejected-attempt-wrote-this-7c1d\n";
+    let landed = "the-second-attempt-landed-this-44e2\n";
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("big.txt", rejected, 0)}),
+        json!({"role": "worker", "step": "a", "attempt": 2, "reply": writes("big.txt", landed, 0)}),
+        worker_rule("b", worker_writes("b", 0)),
+        json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [verdict(json!(false), "not this")]}),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let id = |text: &str| {
+        let out = Command::new("git")
+            .args(["hash-object", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(text.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let exists = |blob: &str| {
+        Command::new("git")
+            .args(["cat-file", "-e", blob])
+            .current_dir(sandbox.ws())
+            .status()
+            .unwrap()
+            .success()
+    };
+    let (gone, kept) = (id(rejected), id(landed));
+    assert!(
+        exists(&gone) && exists(&kept),
+        "both attempts wrote into .git"
+    );
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let cleaned = cli(&sandbox, &["clean", &run_id]);
+    assert_eq!(cleaned.code, 0, "{}", cleaned.stderr);
+    assert!(
+        cleaned.stdout.contains("of its unlanded attempts pruned"),
+        "{}",
+        cleaned.stdout
+    );
+    assert!(!exists(&gone), "the rejected attempt's blob is pruned");
+    assert!(exists(&kept), "what landed stays");
+    git(&sandbox.ws(), &["fsck", "--no-dangling"]);
+}
+
 #[test]
 fn the_same_lines_conflict_and_the_retry_lands_on_the_new_head() {
     let sandbox = Sandbox::new();

@@ -549,6 +549,56 @@ pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(kept)
 }
 
+/// What `prune` took out of a repository.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+/// Removes from the user's repository the loose objects that only the
+/// run's unlanded attempts (`commits`) hold: what a rejected attempt wrote
+/// (its blobs, trees and commit) stays in the repository's `objects/`
+/// otherwise, a 300 MB attempt as 300 MB, until git's own prune two weeks
+/// later. An object any ref, reflog or the index still reaches is kept, and
+/// so is a packed one; troupe's own repository (`private`) is left alone.
+pub async fn prune(record: &IsolationRecord, commits: &[String]) -> Result<Pruned, GitError> {
+    let mut pruned = Pruned::default();
+    if record.private || commits.is_empty() {
+        return Ok(pruned);
+    }
+    let git = Git::new(record.git_dir.clone());
+    let here = Place::default();
+    let mut args = vec!["rev-list".to_string(), "--objects".to_string()];
+    args.extend(commits.iter().cloned());
+    args.extend(["--not", "--all", "--reflog", "--indexed-objects"].map(String::from));
+    let unreached = git.run(&here, &args).await?;
+    let common = git
+        .run(
+            &here,
+            ["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )
+        .await?;
+    let objects = PathBuf::from(common.trim()).join("objects");
+    for id in unreached
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+    {
+        if id.len() < 3 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let loose = objects.join(&id[..2]).join(&id[2..]);
+        let size = std::fs::symlink_metadata(&loose).map(|m| m.len());
+        if let Ok(size) = size
+            && std::fs::remove_file(&loose).is_ok()
+        {
+            pruned.objects += 1;
+            pruned.bytes += size;
+        }
+    }
+    Ok(pruned)
+}
+
 /// The checkouts still in `run_dir` (`<step>/checkout-N`, not their git
 /// directories beside them), in order.
 pub fn kept_checkouts(run_dir: &Path) -> Vec<PathBuf> {
