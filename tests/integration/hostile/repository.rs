@@ -397,3 +397,86 @@ fn an_mcp_servers_variable_reaches_that_server_only() {
     assert!(said[0].contains("PATH="), "{}", said[0]);
     assert!(!said[0].contains("mcp-secret-3141"), "{}", said[0]);
 }
+
+// Regression: a million files in an agent's directory took the parent to
+// 265 MB and run.json to 27 MB: every name was listed, everywhere.
+#[test]
+fn troupe_lists_a_bounded_number_of_an_agents_files() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let many = "cd sub_agent_results/agent_1 && mkdir many && cd many && seq 5000 | xargs touch";
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": running(&[many])}]}));
+    let out = run(spawn_command(&sandbox, 1, "make many files", &model));
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let listed = out.json()["deliverables_files"].as_array().unwrap().len();
+    assert_eq!(listed, 1000, "at most 1,000 names");
+    let kept = std::fs::metadata(sandbox.agent_dir(1).join(".subagent/result.json")).unwrap();
+    assert!(kept.len() < 200_000, "result.json is {} bytes", kept.len());
+}
+
+// Regression (critical): a core.fsmonitor in the repository's config ran
+// as the user, with OPENAI_API_KEY in its environment, in troupe's own git
+// calls.
+#[test]
+fn troupe_s_own_git_calls_run_no_configured_program_and_carry_no_key() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let dump = sandbox.root().join("fsmonitor-ran.txt");
+    let hook = sandbox.executable("fsmonitor", &format!("env > {}", dump.display()));
+    let config = sandbox.ws().join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("[core]\n\tfsmonitor = {}\n", hook.display()));
+    std::fs::write(&config, text).unwrap();
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", running(&["echo a > a.txt"])),
+        worker_rule("b", running(&["echo b > b.txt"])),
+        approving_reviewer(),
+    ];
+    let mut command = team_command(&sandbox, rules, &["--isolation", "worktree", "--apply"]);
+    command.env("OPENAI_API_KEY", "sk-git-must-not-see-this");
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "a\n"
+    );
+    assert!(!dump.exists(), "the configured fsmonitor never ran");
+}
+
+// Regression: a kept checkout of a failed step ran the worker's fsmonitor
+// when the user typed `git status` in it: its `.git` link was the worker's.
+#[test]
+fn a_kept_checkout_links_to_troupe_s_git_directory() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let relink = "printf 'gitdir: /tmp/planted-gitdir\\n' > .git";
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        json!({"role": "worker", "step": "a", "reply": [
+            {"tool_calls": [{"name": "run_command", "arguments": {"command": relink}}]},
+            {"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "gave up"}}]}
+        ]}),
+        worker_rule("b", running(&["echo b > b.txt"])),
+        approving_reviewer(),
+    ];
+    // Without the sandbox the worker can rewrite the link; troupe writes
+    // it again all the same.
+    let command = team_command(
+        &sandbox,
+        rules,
+        &[
+            "--isolation",
+            "worktree",
+            "--sandbox",
+            "off",
+            "--max-replans",
+            "0",
+        ],
+    );
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+    let link = std::fs::read_to_string(team.dir.join("a/checkout-1/.git")).unwrap();
+    let own = team.dir.join("a/checkout-1.git");
+    assert_eq!(link, format!("gitdir: {}\n", own.display()));
+}
