@@ -21,7 +21,7 @@ use std::path::Path;
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::waitpid;
-use nix::unistd::{ForkResult, Gid, Uid, fork, pipe, read, write};
+use nix::unistd::{ForkResult, Gid, Uid, fork, read, write};
 
 use super::mounts;
 
@@ -39,7 +39,8 @@ pub struct IdMap {
 
 impl IdMap {
     pub fn new() -> Result<IdMap, String> {
-        let (ready_r, ready_w) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+        let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("cannot make a pipe: {e}"))?;
         // SAFETY: the process has one thread; the child only unshares,
         // writes a byte and waits to be killed.
         match unsafe { fork() }.map_err(|e| format!("cannot fork: {e}"))? {

@@ -50,8 +50,8 @@ pub fn fork_init_and_agent(
     }
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     let notes = in_init()?;
-    let (settled_r, settled_w) =
-        nix::unistd::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let (settled_r, settled_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot make a pipe: {e}"))?;
     // SAFETY: as above; the init is single-threaded too.
     match unsafe { fork() }.map_err(|e| format!("cannot fork the agent: {e}"))? {
         ForkResult::Parent { child } => {
