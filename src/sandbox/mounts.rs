@@ -107,6 +107,12 @@ pub fn read_only(path: &Path) -> Result<(), String> {
     .map_err(|e| failed("cannot make read-only", path, e))
 }
 
+/// Takes away what is mounted at `path` (with what is below it), undoing
+/// a mount that could not be finished.
+pub fn unmount(path: &Path) {
+    let _ = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH);
+}
+
 /// `path` bound onto itself, read-only.
 pub fn freeze(path: &Path) -> Result<(), String> {
     bind(path, path)?;

@@ -138,7 +138,7 @@ fn remap(task: &TaskFile, idmap: &IdMap) -> Result<(), String> {
     for (done, path) in paths.iter().enumerate() {
         if let Err(why) = idmap.remap(path) {
             for path in &paths[..done] {
-                let _ = nix::mount::umount2(path, nix::mount::MntFlags::MNT_DETACH);
+                mounts::unmount(path);
             }
             return Err(why);
         }
@@ -256,7 +256,12 @@ fn mask(
             .then_some(settings.max_memory)
             .flatten();
         mounts::tmpfs(dir, mode, size)?;
-        put_back(task, &inside, dir, kind)?;
+        // A mask whose paths could not all be put back would hide the
+        // workspace itself: it goes again.
+        if let Err(why) = put_back(task, &inside, dir, kind) {
+            mounts::unmount(dir);
+            return Err(why);
+        }
         if kind == Scratch::Yes {
             scratch.push(dir.to_path_buf());
         }
@@ -333,7 +338,23 @@ fn own_dev(task: &TaskFile, max_memory: Option<u64>, kept: &[PathBuf]) -> Result
         .map(|k| mounts::open_path(k).map(|fd| (k, fd)))
         .collect::<Result<_, _>>()?;
     mounts::tmpfs(dev, 0o755, Some(1 << 20))?;
-    for (path, fd) in &nodes {
+    // Half a /dev (no /dev/null) would break every command: the host's
+    // stays unless the whole of this one is made.
+    let made = fill_dev(task, dev, &nodes, &inside, max_memory);
+    if made.is_err() {
+        mounts::unmount(dev);
+    }
+    made
+}
+
+fn fill_dev(
+    task: &TaskFile,
+    dev: &Path,
+    nodes: &[(PathBuf, OwnedFd)],
+    inside: &[(&PathBuf, OwnedFd)],
+    max_memory: Option<u64>,
+) -> Result<(), String> {
+    for (path, fd) in nodes {
         make_mount_point(path, dev, Some(fd))?;
         mounts::bind_fd(fd.as_fd(), path)?;
     }
@@ -359,7 +380,7 @@ fn own_dev(task: &TaskFile, max_memory: Option<u64>, kept: &[PathBuf]) -> Result
         std::os::unix::fs::symlink(target, dev.join(name))
             .map_err(|e| format!("cannot make /dev/{name}: {e}"))?;
     }
-    put_back(task, &inside, dev, Scratch::Yes)
+    put_back(task, inside, dev, Scratch::Yes)
 }
 
 /// A worker sees the results directory read-only but for its own
