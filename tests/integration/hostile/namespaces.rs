@@ -432,3 +432,66 @@ fn the_probe_reports_every_layer() {
         assert!(ordinary.get("uid").is_none(), "{ordinary}");
     }
 }
+
+// Where the kernel will not make the namespaces (here: a user namespace
+// whose max_user_namespaces is 0, troupe in it without capabilities, as a
+// container would have it), the agent falls back to Landlock's scopes,
+// the socket filter and resource limits, and the report says what is
+// missing.
+#[test]
+fn without_namespaces_the_fallback_holds_the_network_and_says_what_is_missing() {
+    let test = "without_namespaces_the_fallback_holds_the_network_and_says_what_is_missing";
+    if !crate::common::present(test, "root, to make the user namespace", is_root())
+        || !crate::common::full_sandbox(test)
+        || !crate::common::present(test, "python3", Path::new("/usr/bin/python3").exists())
+    {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let commands = [
+        format!(
+            "python3 -c 'import socket as s; c=s.socket(); c.connect((\"127.0.0.1\", {port}))' && echo OUT"
+        ),
+        "python3 -c 'import socket as s; s.socket(s.AF_INET, s.SOCK_DGRAM)' && echo OUT"
+            .to_string(),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": running(&commands)}]}));
+    let spawn = spawn_command(&sandbox, 1, "without namespaces", &model);
+    let mut words = vec![spawn.get_program().to_string_lossy().into_owned()];
+    words.extend(spawn.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let mut command = Command::new("unshare");
+    command.args(["-U", "-r", "sh", "-c"]).arg(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all --bounding-set=-all \"$@\"",
+    );
+    command
+        .arg("sh")
+        .args(&words)
+        .env("TROUPE_CONFIG", "")
+        .env("NO_COLOR", "1");
+    let out = run(command);
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let report = &out.json()["stats"]["sandbox"];
+    assert_eq!(report["status"], "partially_enforced", "{report}");
+    assert!(report.get("namespaces").is_none(), "{report}");
+    assert_eq!(report["network_denied"], true, "{report}");
+    assert_eq!(report["scoped"], true, "{report}");
+    assert_eq!(report["seccomp"], true, "{report}");
+    let note = report["note"].as_str().unwrap();
+    assert!(note.contains("no namespaces of its own"), "{note}");
+    let said = outputs(&sandbox.transcript(1));
+    // No socket but a Unix one is made at all (seccomp); Landlock's TCP
+    // rule stands behind it.
+    for refused in &said[..2] {
+        assert!(!refused.contains("OUT"), "{refused}");
+        assert!(
+            refused.contains("Address family not supported"),
+            "{refused}"
+        );
+    }
+    tcp.set_nonblocking(true).unwrap();
+    assert!(tcp.accept().is_err(), "nothing reached the host");
+}
