@@ -530,9 +530,9 @@ fn worktree_cost(bench: &mut Bench) {
         std::fs::create_dir_all(&run_dir).expect("run dir");
         let ms = |since: Instant| since.elapsed().as_secs_f64() * 1000.0;
         let times = runtime.block_on(async {
-            use troupe::supervisor::isolation::Worktrees;
+            use troupe::run::isolation::Worktrees;
             let started = Instant::now();
-            let bounds = troupe::supervisor::isolation::Bounds {
+            let bounds = troupe::run::isolation::Bounds {
                 stop: troupe::signal::StopSignal::default(),
                 max_file_size: None,
             };
@@ -598,9 +598,9 @@ fn plan_scale(bench: &mut Bench) {
         .collect();
     let text = json!({"summary": "scale", "steps": dag}).to_string();
     let started = Instant::now();
-    let plan = troupe::supervisor::plan::parse_plan(&text).expect("the generated plan is valid");
+    let plan = troupe::plan::parse_plan(&text).expect("the generated plan is valid");
     let parsed = started.elapsed();
-    let levels = troupe::supervisor::plan::levels(&plan);
+    let levels = troupe::plan::levels(&plan);
     let total = started.elapsed();
     assert!(!levels.is_empty());
     const S: &str = "4. plan scale";

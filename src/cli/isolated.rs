@@ -10,9 +10,9 @@ use clap::Args;
 use super::UsageError;
 use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
-use crate::supervisor::isolation::IsolationRecord;
-use crate::supervisor::isolation::apply::{ApplyError, apply};
-use crate::supervisor::team::{RunRecord, RunStatus};
+use crate::run::isolation::IsolationRecord;
+use crate::run::isolation::apply::{ApplyError, apply};
+use crate::run::{RunRecord, RunStatus};
 
 #[derive(Debug, Args)]
 #[command(
@@ -73,7 +73,7 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
     let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
-    let removed = crate::supervisor::isolation::clean(&dir)?;
+    let removed = crate::run::isolation::clean(&dir)?;
     // The attempts whose change never landed: what they wrote into the
     // repository is nothing's but theirs.
     let unlanded: Vec<String> = record
@@ -84,7 +84,7 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
         .filter(|change| change.merge.is_none())
         .filter_map(|change| change.commit.clone())
         .collect();
-    let pruned = crate::supervisor::isolation::prune(&isolation, &unlanded).await?;
+    let pruned = crate::run::isolation::prune(&isolation, &unlanded).await?;
     crate::say!(
         "removed {} checkout{} of run {}; {} object{} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",
         removed.len(),
@@ -167,7 +167,7 @@ pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
             isolation.git_dir.display()
         ),
     }
-    let kept: Vec<String> = crate::supervisor::isolation::kept_checkouts(run_dir)
+    let kept: Vec<String> = crate::run::isolation::kept_checkouts(run_dir)
         .iter()
         .filter_map(|dir| dir.strip_prefix(run_dir).ok())
         .map(|dir| dir.display().to_string())

@@ -11,10 +11,10 @@ use super::UsageError;
 use super::config::Sources;
 use crate::chat::Actor;
 use crate::llm::build_model;
+use crate::plan::{Plan, levels, parse_plan_file, render_tree};
+use crate::run::{PlanFailure, Planner};
 use crate::settings::model::ModelFlags;
 use crate::settings::pick;
-use crate::supervisor::plan::{Plan, levels, parse_plan_file, render_tree};
-use crate::supervisor::team::{PlanFailure, Planner};
 
 #[derive(Debug, Args)]
 #[command(

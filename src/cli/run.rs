@@ -13,12 +13,12 @@ use super::config::Sources;
 use super::plan::read_plan_file;
 use crate::chat::Actor;
 use crate::llm::{ChatModel, build_model};
-use crate::settings::model::{ModelFlags, RoleFlags};
-use crate::supervisor::isolation::IsolationMode;
-use crate::supervisor::plan::Plan;
-use crate::supervisor::team::{
+use crate::plan::Plan;
+use crate::run::isolation::IsolationMode;
+use crate::run::{
     RoleModel, Start, TeamConfig, TeamError, TeamModels, TeamSettings, find_run, run_team,
 };
+use crate::settings::model::{ModelFlags, RoleFlags};
 
 #[derive(Debug, Args)]
 #[command(

@@ -2,8 +2,8 @@
 //! steps in columns by level, an edge from each dependency, each node
 //! coloured by its status.
 
-use crate::supervisor::plan::{Plan, levels};
-use crate::supervisor::team::StepStatus;
+use crate::plan::{Plan, levels};
+use crate::run::StepStatus;
 
 /// A node's status, or `None` for a plan not yet run.
 pub type StatusOf<'a> = &'a dyn Fn(&str) -> Option<StepStatus>;

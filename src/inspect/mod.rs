@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use crate::fsutil::is_regular;
 use crate::protocol::AgentStatus;
 use crate::protocol::SUBAGENT_DIR;
+use crate::run::{RunRecord, RunStatus, StepStatus};
 use crate::supervisor::registry;
-use crate::supervisor::team::{RunRecord, RunStatus, StepStatus};
 
 /// How a status reads at a glance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

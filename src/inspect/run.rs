@@ -2,10 +2,10 @@
 //! attempts with their workers' reports and the reviewers' verdicts.
 
 use super::conversation::Render;
-use crate::supervisor::isolation::ChangeRecord;
-use crate::supervisor::plan::render_tree;
-use crate::supervisor::team::RunRecord;
-use crate::supervisor::team::record::{AgentRecord, StepRecord};
+use crate::plan::render_tree;
+use crate::run::RunRecord;
+use crate::run::isolation::ChangeRecord;
+use crate::run::record::{AgentRecord, StepRecord};
 use crate::text::{count, excerpt};
 
 pub fn run_text(run: &RunRecord, render: &Render) -> String {

@@ -10,10 +10,8 @@ pub mod child;
 pub mod command;
 pub mod events;
 pub mod interrupt;
-pub mod isolation;
 pub mod launcher;
 pub mod notify;
-pub mod plan;
 pub mod progress;
 pub mod registry;
 pub mod result;
@@ -22,7 +20,6 @@ mod served;
 pub mod session;
 pub mod spawn;
 pub mod status;
-pub mod team;
 pub mod violation;
 
 pub use child::{ChildOutcome, ServeLimits};

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
 use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
+use crate::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{AgentId, AgentStats, AgentStatus};
-use crate::supervisor::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
 use crate::transcript::Conversation;
 
 /// Why no plan came back.

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::record::{RunRecord, RunStatus, StepStatus};
-use crate::supervisor::plan::{Plan, parse_plan};
+use crate::plan::{Plan, parse_plan};
 
 /// Why a run cannot be resumed: the user's to fix.
 #[derive(Debug, thiserror::Error)]

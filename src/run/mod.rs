@@ -11,6 +11,7 @@ mod budget;
 mod claims;
 mod context;
 mod events;
+pub mod isolation;
 mod liveness;
 mod owner;
 mod planner;
@@ -46,13 +47,13 @@ use self::owner::Owner;
 use self::record::{StepRecord, Totals};
 use self::recorder::Recorder;
 use self::resume::ResumeError;
-use super::plan::{Plan, levels, render_tree};
 use crate::llm::{ChatModel, RetryObserver};
+use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
+use crate::run::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
 use crate::signal::StopSignal;
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
-use crate::supervisor::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
 
 /// The model of each role of a run.
 pub struct TeamModels {

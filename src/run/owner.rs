@@ -569,11 +569,11 @@ impl<'c> Owner<'c> {
                     round,
                     summary: plan.summary.clone(),
                     steps: plan.steps.len(),
-                    levels: crate::supervisor::plan::levels(&plan).len(),
+                    levels: crate::plan::levels(&plan).len(),
                     file: self.ctx.show(&file),
                 };
                 self.emit(event, |_| {});
-                crate::console::err(&crate::supervisor::plan::render_tree(&plan, |_| None));
+                crate::console::err(&crate::plan::render_tree(&plan, |_| None));
             }
             Err(failure) => {
                 let event = match failure {

@@ -19,8 +19,8 @@ use super::context::RunContext;
 use super::record::{AgentRecord, StepRecord};
 use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
+use crate::run::isolation::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
 use crate::supervisor::SpawnError;
-use crate::supervisor::isolation::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
 use crate::text::excerpt;
 
 /// What a step starts from, handed over by the run's owner.

@@ -14,10 +14,10 @@ use super::events::RunEvent;
 use super::liveness::Liveness;
 use super::recorder::EventLog;
 use super::runner::AgentRunner;
+use crate::run::isolation::{IsolationMode, Worktrees};
 use crate::signal::StopSignal;
 use crate::supervisor::Progress;
 use crate::supervisor::events::{AgentEvent, EventSink};
-use crate::supervisor::isolation::{IsolationMode, Worktrees};
 
 /// The run's own rules.
 #[derive(Debug, Clone, Serialize)]

@@ -9,7 +9,7 @@ use super::record::{AgentRecord, StepRecord};
 use super::step::Review;
 use crate::prompts::{Prompt, render};
 use crate::protocol::VerdictReport;
-use crate::supervisor::isolation::ChangeRecord;
+use crate::run::isolation::ChangeRecord;
 
 /// What a direct dependency delivered.
 pub struct Delivered<'a> {

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::record::RunStatus;
 use crate::chat::Usage;
 use crate::protocol::AgentStatus;
-use crate::supervisor::isolation::IsolationMode;
+use crate::run::isolation::IsolationMode;
 use crate::text::excerpt;
 
 /// A run-wide limit.

@@ -13,10 +13,10 @@ use tokio::time::Instant;
 use super::record::AgentRecord;
 use super::*;
 use crate::llm::scripted::ScriptedModel;
+use crate::plan::{Plan, Step};
 use crate::protocol::{AgentRole, AgentStats, AgentStatus, VerdictReport};
+use crate::run::isolation::IsolationMode;
 use crate::supervisor::SpawnError;
-use crate::supervisor::isolation::IsolationMode;
-use crate::supervisor::plan::{Plan, Step};
 
 /// How one scripted agent ends, and after how long.
 #[derive(Clone)]

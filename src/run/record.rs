@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::claims::Claims;
 use crate::chat::Usage;
+use crate::plan::Step;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
-use crate::supervisor::isolation::{ChangeRecord, IsolationRecord};
-use crate::supervisor::plan::Step;
+use crate::run::isolation::{ChangeRecord, IsolationRecord};
 use crate::supervisor::result::AgentTimings;
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
@@ -327,8 +327,8 @@ impl Totals {
 
 impl RunRecord {
     /// The run's plan as it stands: its steps that no replan replaced.
-    pub fn live_plan(&self) -> crate::supervisor::plan::Plan {
-        crate::supervisor::plan::Plan {
+    pub fn live_plan(&self) -> crate::plan::Plan {
+        crate::plan::Plan {
             summary: self.plan_summary.clone(),
             steps: self
                 .steps
