@@ -26,6 +26,7 @@ pub mod llm;
 pub mod mcp;
 pub mod paint;
 pub mod plan;
+pub mod process;
 pub mod prompts;
 pub mod protocol;
 pub mod run;

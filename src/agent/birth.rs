@@ -31,10 +31,13 @@ pub fn take_over() -> Result<(), String> {
     else {
         return Ok(());
     };
-    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
-        .map_err(|e| format!("cannot ask for SIGTERM when troupe dies (PR_SET_PDEATHSIG): {e}"))?;
-    if nix::unistd::getppid().as_raw() != parent {
-        return Err("troupe, which started this agent, is gone".to_string());
+    match crate::process::die_with_parent(Signal::SIGTERM, parent) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) => {
+            Err("troupe, which started this agent, is gone".to_string())
+        }
+        Err(e) => Err(format!(
+            "cannot ask for SIGTERM when troupe dies (PR_SET_PDEATHSIG): {e}"
+        )),
     }
-    Ok(())
 }

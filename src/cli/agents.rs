@@ -381,7 +381,7 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
     if registry::is_held(&dir) {
         let _ = kill(supervisor, Signal::SIGKILL);
         if let Some(agent) = StatusFile::load(&dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid) {
-            crate::supervisor::session::kill_session(agent, Duration::from_secs(3)).await;
+            crate::process::session::kill_session(agent, Duration::from_secs(3)).await;
             crate::sandbox::remove_leftover_group(agent);
         }
         message = format!(

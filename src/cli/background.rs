@@ -8,12 +8,13 @@
 //! (its pid is in the status file), or reports why it could not start.
 
 use std::ffi::OsString;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
 
+use crate::process::Spawn;
 use crate::protocol::{AgentId, TaskFile};
 use crate::supervisor::status::StatusFile;
 
@@ -47,21 +48,12 @@ pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
     let log_path = task.subagent_dir().join("supervisor.log");
     let log = crate::fsutil::create_file(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let mut command = Command::new(exe);
+    let mut command = Spawn::detached().std_command_for(exe);
     command
         .args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe and the only call between fork
-    // and exec; it detaches the supervisor from this shell's session.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
     let mut supervisor = command
         .spawn()
         .context("cannot start the background supervisor")?;

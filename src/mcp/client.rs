@@ -14,9 +14,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 use super::config::McpServer;
-
-/// What a server may always have from the environment it starts in.
-const KEPT_ENV: &[&str] = &["PATH", "HOME", "LANG", "TERM", "TZ", "TMPDIR"];
+use crate::process::Spawn;
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
@@ -67,22 +65,8 @@ impl Connection {
             command: command_line.clone(),
             why,
         };
-        let mut command = tokio::process::Command::new(&program);
-        command
-            .args(&server.args)
-            .current_dir(workspace)
-            .env_clear()
-            .process_group(0)
-            .kill_on_drop(true);
-        for name in KEPT_ENV
-            .iter()
-            .copied()
-            .chain(server.env.iter().map(String::as_str))
-        {
-            if let Some(value) = std::env::var_os(name) {
-                command.env(name, value);
-            }
-        }
+        let mut command = Spawn::server(&server.env).command_for(&program);
+        command.args(&server.args).current_dir(workspace);
         if crate::sandbox::git_config_closed() {
             command.env("GIT_CONFIG_GLOBAL", "/dev/null");
         }
@@ -123,7 +107,7 @@ impl Connection {
             }
             Err(_) => {
                 if let Some(pgid) = pgid {
-                    crate::tools::kill_group(pgid);
+                    crate::process::kill_group(pgid);
                 }
                 return Err(failed(format!(
                     "no answer to the handshake within {} s",
@@ -218,7 +202,7 @@ impl Connection {
     pub async fn stop(self) {
         let _ = self.service.cancel().await;
         if let Some(pgid) = self.pgid {
-            crate::tools::kill_group(pgid);
+            crate::process::kill_group(pgid);
         }
     }
 }

@@ -57,7 +57,7 @@ impl Interrupts {
                     stop.trigger(reason);
                 } else {
                     crate::tell!("troupe: {name} again: killing every agent now");
-                    super::session::kill_all_now();
+                    crate::process::session::kill_all_now();
                     watcher.hard.trigger(format!("interrupted twice ({name})"));
                 }
             }

@@ -17,7 +17,6 @@ pub mod registry;
 pub mod result;
 pub mod serve;
 mod served;
-pub mod session;
 pub mod spawn;
 pub mod status;
 pub mod violation;

@@ -3,13 +3,14 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use tokio::process::Command;
+use crate::process::Spawn;
 
 /// Runs `command` through `sh -c` with `result` as its `$1` (nothing is
 /// appended to the command) and in `$TROUPE_RESULT`, and waits for it; a
 /// failure is reported, not fatal.
 pub async fn on_finish(command: &str, result: &Path) {
-    let status = Command::new("sh")
+    let status = Spawn::hook()
+        .command_for("sh")
         .arg("-c")
         .arg(command)
         .arg("troupe-on-finish")

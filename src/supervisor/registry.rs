@@ -208,7 +208,7 @@ pub fn check_new(
     // the new one's records: troupe's own record names its session.
     let last = StatusFile::load(&agent_dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid);
     let pids = last
-        .map(crate::supervisor::session::members)
+        .map(crate::process::session::members)
         .unwrap_or_default();
     if !pids.is_empty() {
         return Err(RegistryError::Leftovers {

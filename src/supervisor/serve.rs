@@ -18,9 +18,9 @@ use tokio::time::{Instant, sleep_until};
 use super::child::{ChildOutcome, ChildRun};
 use super::events::AgentEvent;
 use super::served::Served;
-use super::session;
 use super::violation::Violation;
 use crate::deadline::after_tokio;
+use crate::process::session;
 use crate::protocol::{AgentStatus, CancelReason, LineReader, ToChild, encode_line};
 
 /// After the child exits, how long to keep reading lines still in the pipe

@@ -11,7 +11,6 @@ mod fence;
 mod finish_task;
 mod list_dir;
 pub mod mcp;
-mod process_groups;
 mod read_file;
 mod run_command;
 mod schema;
@@ -34,8 +33,8 @@ use crate::chat::ToolSpec;
 use crate::fsutil::RecordDir;
 use crate::protocol::AgentLimits;
 
+use crate::process::ProcessGroups;
 pub use fence::{FenceError, PathFence};
-pub use process_groups::{ProcessGroups, kill_group};
 pub use spill::cap_output;
 
 /// The largest file read_file and edit_file read whole; larger ones are

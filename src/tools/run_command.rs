@@ -5,14 +5,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::resource::Resource;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 
 use super::bounds;
-use super::process_groups::{GroupGuard, kill_group};
+use crate::process::{GroupGuard, Spawn, kill_group};
+
 use super::{About, Counter, ToolContext, ToolError, ToolOutput, TypedTool};
 
 /// Bytes kept per stream; the rest is counted and dropped.
@@ -56,7 +56,18 @@ async fn run(
 ) -> Result<ToolOutput, ToolError> {
     make_tmp_dir();
     ctx.commands.await_bounds();
-    let mut sh = Command::new("sh");
+    // The file size limit is the command's, not the agent's: a command
+    // that writes too much is stopped, the agent goes on. The CPU limit
+    // sends SIGXCPU, and SIGKILL a little after for a command that ignores
+    // it.
+    let mut limits = Vec::new();
+    if let Some(bytes) = ctx.limits.max_file_size {
+        limits.push((Resource::RLIMIT_FSIZE, bytes, bytes));
+    }
+    if let Some(secs) = ctx.limits.max_command_cpu {
+        limits.push((Resource::RLIMIT_CPU, secs, secs.saturating_add(5)));
+    }
+    let mut sh = Spawn::command(limits).command_for("sh");
     if crate::sandbox::git_config_closed() {
         sh.env("GIT_CONFIG_GLOBAL", "/dev/null");
     }
@@ -68,33 +79,7 @@ async fn run(
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let file_size = ctx.limits.max_file_size;
-    let cpu = ctx.limits.max_command_cpu;
-    // SAFETY: prctl and setrlimit are async-signal-safe and the only calls
-    // between fork and exec. The agent forks from its one runtime thread,
-    // which lives as long as the agent, so the shell dies with the agent
-    // even when the agent is killed before it can kill the command's group.
-    // The file size limit is the command's, not the agent's: a command
-    // that writes too much is stopped, the agent goes on.
-    unsafe {
-        sh.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)?;
-            if let Some(bytes) = file_size {
-                setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).map_err(std::io::Error::from)?;
-            }
-            // SIGXCPU at the limit, SIGKILL a little after for a command
-            // that ignores it.
-            if let Some(secs) = cpu {
-                setrlimit(Resource::RLIMIT_CPU, secs, secs.saturating_add(5))
-                    .map_err(std::io::Error::from)?;
-            }
-            Ok(())
-        });
-    }
+        .stderr(Stdio::piped());
     let before = bounds::count(&ctx.commands.limit_events);
     let mut child = sh
         .spawn()

@@ -588,3 +588,64 @@ fn a_reviewer_gets_only_the_servers_whose_roles_name_it() {
         "the reviewer used its server: {review}"
     );
 }
+
+/// Whether process `pid` is gone (or a zombie no one has reaped yet).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn a_server_troupe_started_dies_with_a_kill_of_troupe() {
+    let sandbox = Sandbox::new();
+    let pid_file = sandbox.root().join("server.pid");
+    let config = sandbox.root().join("troupe.toml");
+    // A server that never answers the handshake: troupe waits for it.
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.silent]\ncommand = \"sh\"\nargs = [\"-c\", \"echo $$ > {}; exec sleep 120\"]\ntimeout_secs = 120\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    let mut troupe = troupe()
+        .args(["--config", &config.display().to_string(), "mcp", "list"])
+        .arg("--workspace")
+        .arg(sandbox.root())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let server = loop {
+        let pid = std::fs::read_to_string(&pid_file).ok();
+        if let Some(pid) = pid.and_then(|p| p.trim().parse::<i32>().ok()) {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < give_up, "the server started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    troupe.kill().unwrap();
+    troupe.wait().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gone(server) && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let alive = !gone(server);
+    if alive {
+        let _ = Command::new("kill")
+            .args(["-9", &server.to_string()])
+            .status();
+    }
+    assert!(
+        !alive,
+        "the server {server} outlived the troupe that started it"
+    );
+}

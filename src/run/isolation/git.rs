@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use crate::process::Spawn;
+
 use crate::sandbox::Narrow;
 use crate::signal::StopSignal;
 
@@ -230,7 +232,7 @@ async fn bounded(
         reason = stopped => GitError::Stopped { args: said(), reason },
     };
     if let Some(pgid) = pgid {
-        crate::tools::kill_group(pgid);
+        crate::process::kill_group(pgid);
     }
     Err(ended)
 }
@@ -249,20 +251,11 @@ const HARDENED: &[&str] = &[
     "advice.detachedHead=false",
 ];
 
-/// The variables every call keeps of troupe's environment.
-const KEPT: &[&str] = &["PATH", "TZ"];
-
-/// `git` with the environment every call gets.
+/// `git` with the environment every call gets (`process::Spawn::git`).
 fn command() -> Command {
-    let mut command = Command::new("git");
+    let mut command = Spawn::git().command_for("git");
     for setting in HARDENED {
         command.args(["-c", setting]);
-    }
-    command.env_clear();
-    for name in KEPT {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
     }
     command
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -274,9 +267,7 @@ fn command() -> Command {
         .env("GIT_AUTHOR_EMAIL", "troupe@localhost")
         .env("GIT_COMMITTER_NAME", "troupe")
         .env("GIT_COMMITTER_EMAIL", "troupe@localhost")
-        .stdin(std::process::Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
+        .stdin(std::process::Stdio::null());
     command
 }
 
