@@ -15,8 +15,8 @@ pub fn prefix(text: &str, max: usize) -> &str {
 }
 
 /// `n` and `noun`, in the plural unless `n` is 1: "1 agent", "3 agents".
-pub fn count(n: impl Into<u64>, noun: &str) -> String {
-    match n.into() {
+pub fn count(n: impl TryInto<u64>, noun: &str) -> String {
+    match n.try_into().unwrap_or(u64::MAX) {
         1 => format!("1 {noun}"),
         n => format!("{n} {noun}s"),
     }

@@ -1,4 +1,4 @@
-//! The worker's ReAct loop (SPEC section 5): ask the model, run the tools
+//! The worker's ReAct loop: ask the model, run the tools
 //! it calls, repeat until `finish_task`, with the guards that keep a
 //! confused model from running forever: reminders when it stops without
 //! finishing, and a tools-off wrap-up on stagnation, the turn limit or the

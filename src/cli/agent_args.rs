@@ -260,10 +260,7 @@ impl AgentArgs {
             pick(self.read_scope, sources, "TROUPE_READ_SCOPE").map_err(UsageError::Said)?;
         let allow_read: Vec<PathBuf> = match self.allow_read.is_empty() {
             false => self.allow_read.clone(),
-            true => sources
-                .get("TROUPE_ALLOW_READ")
-                .map(|s| s.value.split(':').map(PathBuf::from).collect())
-                .unwrap_or_default(),
+            true => sources.paths("TROUPE_ALLOW_READ").unwrap_or_default(),
         };
         let allow_read = allow_read
             .iter()

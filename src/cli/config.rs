@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::UsageError;
-use crate::settings::{Lookup, Sourced, from_environment};
+use crate::settings::{Lookup, Sourced, from_environment, split_paths};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,12 +124,6 @@ impl Sources {
             "TROUPE_SANDBOX" => ("sandbox", f.sandbox.clone()),
             "TROUPE_READ_SCOPE" => ("read_scope", f.read_scope.clone()),
             "TROUPE_DURABILITY" => ("durability", f.durability.clone()),
-            "TROUPE_ALLOW_READ" => (
-                "allow_read",
-                f.allow_read
-                    .as_ref()
-                    .map(|paths| paths.iter().map(path).collect::<Vec<_>>().join(":")),
-            ),
             "TROUPE_AGENT_BIN" => ("agent_bin", f.agent_bin.as_ref().map(path)),
             "TROUPE_PROMPTS_DIR" => ("prompts_dir", f.prompts_dir.as_ref().map(path)),
             "TROUPE_MAX_OUTPUT_TOKENS" => ("max_output_tokens", text(f.max_output_tokens)),
@@ -182,6 +176,18 @@ impl Lookup for Sources {
                 origin: format!("{key} in {}", file.display()),
             })
         })
+    }
+
+    /// The file's lists are lists: a path in one may hold a `:`.
+    fn paths(&self, env: &str) -> Option<Vec<PathBuf>> {
+        if let Some(sourced) = from_environment(env) {
+            return Some(split_paths(&sourced.value));
+        }
+        let listed = match env {
+            "TROUPE_ALLOW_READ" => self.file.allow_read.as_ref()?,
+            _ => return None,
+        };
+        Some(listed.iter().map(|p| self.base().join(p)).collect())
     }
 
     fn config_file(&self) -> Option<&Path> {

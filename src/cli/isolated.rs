@@ -13,6 +13,7 @@ use crate::inspect::{Target, load_run, resolve};
 use crate::run::isolation::IsolationRecord;
 use crate::run::isolation::apply::{ApplyError, apply};
 use crate::run::{RunRecord, RunStatus};
+use crate::text::count;
 
 #[derive(Debug, Args)]
 #[command(
@@ -86,14 +87,12 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let pruned = crate::run::isolation::prune(&isolation, &unlanded).await?;
     crate::say!(
-        "removed {} checkout{} of run {}; {} object{} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",
-        removed.len(),
-        if removed.len() == 1 { "" } else { "s" },
+        "removed {} of run {}; {} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",
+        count(removed.len(), "checkout"),
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        pruned.objects,
-        if pruned.objects == 1 { "" } else { "s" },
+        count(pruned.objects, "object"),
         pruned.bytes,
         isolation.git_dir.display(),
         isolation.branch
@@ -174,9 +173,8 @@ pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
         .collect();
     if !kept.is_empty() {
         crate::tell!(
-            "troupe: {} checkout{} of failed steps kept ({}); remove with: troupe clean {} --workspace {}",
-            kept.len(),
-            if kept.len() == 1 { "" } else { "s" },
+            "troupe: {} of failed steps kept ({}); remove with: troupe clean {} --workspace {}",
+            count(kept.len(), "checkout"),
             kept.join(", "),
             record.run_id,
             workspace.display()

@@ -12,7 +12,7 @@ use super::agent_args::AgentArgs;
 use super::config::Sources;
 use super::plan::read_plan_file;
 use crate::chat::Actor;
-use crate::llm::{ChatModel, build_model};
+use crate::llm::{ChatModel, ModelConfig, build_model};
 use crate::plan::Plan;
 use crate::run::isolation::IsolationMode;
 use crate::run::{
@@ -202,14 +202,13 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
 /// endpoint and settings share its connections and what it learned (that
 /// it refuses response_format, say).
 fn team_models(roles: [crate::settings::model::RoleModel; 3]) -> Result<TeamModels, UsageError> {
-    let mut built: Vec<(String, Arc<dyn ChatModel>)> = Vec::new();
+    let mut built: Vec<(ModelConfig, Arc<dyn ChatModel>)> = Vec::new();
     let mut model_of = |role: &crate::settings::model::RoleModel| {
-        let key = format!("{:?}", role.config);
-        if let Some((_, model)) = built.iter().find(|(k, _)| *k == key) {
+        if let Some((_, model)) = built.iter().find(|(config, _)| *config == role.config) {
             return Ok(model.clone());
         }
         let model = build_model(&role.config).map_err(UsageError::of)?;
-        built.push((key, model.clone()));
+        built.push((role.config.clone(), model.clone()));
         Ok::<_, UsageError>(model)
     };
     let [planner, worker, reviewer] = roles;

@@ -2,19 +2,18 @@
 //! that runs agents never waits for the disk: each `save` hands over the
 //! record's new state (an `Arc`, which the owner changes copy-on-write),
 //! and the thread writes the latest one atomically, at most every 50 ms
-//! between commit points (see `pace`), coalescing the states between. `commit` hands over a state that
-//! must reach the disk (a commit point, see `durability`) and waits for
+//! between commit points (see `pace`), coalescing the states between.
+//! `commit` hands over a state that must reach the disk (a commit point, see `durability`) and waits for
 //! it; `flush` waits until what was handed over is written.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::path::PathBuf;
+use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Durability, Next, Pace};
+use super::Durability;
+use super::pace::{Keeper, Taken, keep_latest};
 
 enum Job<T> {
     Save(Arc<T>, Durability),
@@ -25,8 +24,6 @@ pub struct LatestWriter<T> {
     jobs: Sender<Job<T>>,
     /// The first write that failed, said at the next flush.
     failed: Arc<Mutex<Option<std::io::Error>>>,
-    /// Nanoseconds spent writing.
-    spent: Arc<AtomicU64>,
 }
 
 impl<T: Serialize + Send + Sync + 'static> LatestWriter<T> {
@@ -34,16 +31,14 @@ impl<T: Serialize + Send + Sync + 'static> LatestWriter<T> {
     pub fn spawn(path: PathBuf, name: &str) -> std::io::Result<Self> {
         let (jobs, inbox) = channel();
         let failed = Arc::new(Mutex::new(None));
-        let spent = Arc::new(AtomicU64::new(0));
-        let state = (Arc::clone(&failed), Arc::clone(&spent));
+        let keeper = Latest {
+            path,
+            failed: Arc::clone(&failed),
+        };
         std::thread::Builder::new()
             .name(name.to_string())
-            .spawn(move || write_latest(inbox, path, state))?;
-        Ok(LatestWriter {
-            jobs,
-            failed,
-            spent,
-        })
+            .spawn(move || keep_latest(inbox, keeper))?;
+        Ok(LatestWriter { jobs, failed })
     }
 
     /// Hands over the record's new state.
@@ -79,68 +74,30 @@ impl<T: Serialize + Send + Sync + 'static> LatestWriter<T> {
             None => Ok(()),
         }
     }
-
-    /// Time spent writing so far.
-    pub fn write_time(&self) -> Duration {
-        Duration::from_nanos(self.spent.load(Ordering::Relaxed))
-    }
 }
 
-type Shared = (Arc<Mutex<Option<std::io::Error>>>, Arc<AtomicU64>);
+/// The writer thread's part: the latest state wins; a failed write is
+/// kept for the next check.
+struct Latest {
+    path: PathBuf,
+    failed: Arc<Mutex<Option<std::io::Error>>>,
+}
 
-fn write_latest<T: Serialize>(inbox: Receiver<Job<T>>, path: PathBuf, (failed, spent): Shared) {
-    let mut pace = Pace::default();
-    let mut latest: Option<Arc<T>> = None;
-    loop {
-        let first = match pace.next(&inbox, latest.is_some()) {
-            Next::Message(job) => Some(job),
-            Next::Due => None,
-            Next::Closed => {
-                if let Some(state) = latest.take() {
-                    write(&path, &*state, Durability::Commit, &failed, &spent);
-                }
-                return;
-            }
-        };
-        let mut durability = Durability::Atomic;
-        let mut flushes = Vec::new();
-        for job in first.into_iter().chain(inbox.try_iter()) {
-            match job {
-                Job::Save(state, wanted) => {
-                    latest = Some(state);
-                    if wanted == Durability::Commit {
-                        durability = Durability::Commit;
-                    }
-                }
-                Job::Flush(done) => flushes.push(done),
-            }
+impl<T: Serialize> Keeper<Job<T>> for Latest {
+    type State = T;
+
+    fn take(&mut self, job: Job<T>) -> Taken<T> {
+        match job {
+            Job::Save(state, durability) => Taken::State(state, durability),
+            Job::Flush(done) => Taken::Flush(done),
         }
-        let urgent = durability == Durability::Commit || !flushes.is_empty();
-        if pace.due(urgent)
-            && let Some(state) = latest.take()
+    }
+
+    fn write(&mut self, state: &T, durability: Durability) {
+        if let Err(e) = super::write_json_atomic(&self.path, state, durability)
+            && let Ok(mut failed) = self.failed.lock()
         {
-            write(&path, &*state, durability, &failed, &spent);
-            pace.wrote();
-        }
-        for done in flushes {
-            let _ = done.send(());
+            failed.get_or_insert(e);
         }
     }
-}
-
-fn write<T: Serialize>(
-    path: &Path,
-    state: &T,
-    durability: Durability,
-    failed: &Mutex<Option<std::io::Error>>,
-    spent: &AtomicU64,
-) {
-    let started = Instant::now();
-    if let Err(e) = super::write_json_atomic(path, state, durability)
-        && let Ok(mut failed) = failed.lock()
-    {
-        failed.get_or_insert(e);
-    }
-    let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    spent.fetch_add(nanos, Ordering::Relaxed);
 }

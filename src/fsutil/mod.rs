@@ -11,7 +11,7 @@ mod records;
 
 pub use durability::{Durability, DurabilityMode, set_mode};
 pub use latest::LatestWriter;
-pub use pace::{Next, Pace};
+pub use pace::{Keeper, Taken, keep_latest};
 
 pub use record_dir::RecordDir;
 pub use records::{

@@ -8,7 +8,7 @@ use super::ChatModel;
 use super::openai::{OpenAiClient, OpenAiSettings};
 use super::scripted::{ScriptError, ScriptedModel};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ModelConfig {
     /// `--model scripted:PATH`.
     Scripted { path: PathBuf },

@@ -1,4 +1,4 @@
-//! The scripted model (`--model scripted:PATH`, SPEC section 6): a
+//! The scripted model (`--model scripted:PATH`): a
 //! deterministic replay that the parent serves like any endpoint.
 //!
 //! Each agent takes the first rule whose given keys match it and walks that

@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use crate::text::excerpt;
 
-/// The default longest line, in bytes (SPEC section 2).
+/// The default longest line, in bytes.
 pub const DEFAULT_LINE_CAP: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The JSON-lines messages between a child and its parent (SPEC section 2).
+//! The JSON-lines messages between a child and its parent.
 //!
 //! Every line is an object tagged by `"type"`. Unknown fields are ignored by
 //! serde's default; unknown types decode to `Unknown` so that an older

@@ -110,9 +110,8 @@ impl Claims {
                 lines.push("Its checkout differs in nothing from the step's base.".to_string());
             }
             Some(changed) => lines.push(format!(
-                "Its diff against the step's base changes {} file{}.",
-                changed.len(),
-                if changed.len() == 1 { "" } else { "s" }
+                "Its diff against the step's base changes {}.",
+                crate::text::count(changed.len(), "file")
             )),
             None => {}
         }

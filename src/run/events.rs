@@ -393,11 +393,7 @@ impl RunEvent {
                 attempts,
                 seconds,
             } => {
-                let tries = if *attempts == 1 {
-                    "1 attempt".to_string()
-                } else {
-                    format!("{attempts} attempts")
-                };
+                let tries = crate::text::count(*attempts, "attempt");
                 format!("{step}  completed after {tries} ({seconds:.1} s)")
             }
             RunEvent::StepFailed {
@@ -449,10 +445,7 @@ impl RunEvent {
                 commit,
                 ..
             } => match commit {
-                Some(_) => format!(
-                    "{step}  changed {files} file{}",
-                    if *files == 1 { "" } else { "s" }
-                ),
+                Some(_) => format!("{step}  changed {}", crate::text::count(*files, "file")),
                 None => format!("{step}  changed nothing in its checkout"),
             },
             RunEvent::ChangeLanded { step, head, .. } => {

@@ -2,7 +2,8 @@
 //!
 //! Every step with its status, every attempt with the directories of its
 //! worker and reviews, verdicts, timings and tokens. Only the recorder
-//! writes it, atomically, after every change.
+//! writes it, atomically: at once at a commit point (see
+//! `fsutil::durability`), and at most every 50 ms between.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Sender, channel};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::events::RunEvent;
 use super::record::RunRecord;
-use crate::fsutil::{Durability, Next, Pace};
+use crate::fsutil::{Durability, Keeper, Taken, keep_latest};
 
 pub struct Recorder {
     log: EventLog,
@@ -74,7 +74,14 @@ impl Recorder {
         let dir = run_dir.to_path_buf();
         std::thread::Builder::new()
             .name("troupe-recorder".to_string())
-            .spawn(move || write_records(inbox, events, dir))?;
+            .spawn(move || {
+                let records = Records {
+                    events,
+                    dir,
+                    warned: false,
+                };
+                keep_latest(inbox, records)
+            })?;
         let recorder = Recorder {
             log: EventLog {
                 writer,
@@ -159,58 +166,44 @@ impl Drop for Recorder {
     }
 }
 
-/// The writer thread: takes what is waiting, appends the events in order
-/// at once, writes the latest state when it is due (see `fsutil::Pace`),
-/// answers flushes, and blocks for more.
-fn write_records(inbox: Receiver<ToWriter>, mut events: File, dir: PathBuf) {
-    let mut warned = false;
-    let mut pace = Pace::default();
-    let mut latest: Option<Arc<RunRecord>> = None;
-    loop {
-        let first = match pace.next(&inbox, latest.is_some()) {
-            Next::Message(message) => Some(message),
-            Next::Due => None,
-            Next::Closed => {
-                if let Some(record) = latest.take() {
-                    save_record(&dir, &record, Durability::Commit, &mut warned);
+/// The writer thread's part: each event appended at once, in order, and
+/// synced at a commit point before the record; the latest record written
+/// when it is due (see `fsutil::keep_latest`).
+struct Records {
+    events: File,
+    dir: PathBuf,
+    warned: bool,
+}
+
+impl Keeper<ToWriter> for Records {
+    type State = RunRecord;
+
+    fn take(&mut self, message: ToWriter) -> Taken<RunRecord> {
+        match message {
+            ToWriter::State(record) => Taken::State(record, Durability::Atomic),
+            ToWriter::Event(line, wanted, record) => {
+                if let Err(e) = self.events.write_all(line.as_bytes()) {
+                    warn_once(&mut self.warned, &self.dir, &e);
                 }
-                return;
-            }
-        };
-        let mut durability = Durability::Atomic;
-        let mut flushes = Vec::new();
-        for message in first.into_iter().chain(inbox.try_iter()) {
-            match message {
-                ToWriter::State(record) => latest = Some(record),
-                ToWriter::Event(line, wanted, record) => {
-                    if record.is_some() {
-                        latest = record;
-                    }
-                    if let Err(e) = events.write_all(line.as_bytes()) {
-                        warn_once(&mut warned, &dir, &e);
-                    }
-                    if wanted == Durability::Commit {
-                        durability = Durability::Commit;
-                    }
+                match record {
+                    Some(record) => Taken::State(record, wanted),
+                    None => Taken::Only(wanted),
                 }
-                ToWriter::Flush(done) => flushes.push(done),
             }
+            ToWriter::Flush(done) => Taken::Flush(done),
         }
+    }
+
+    fn settle(&mut self, durability: Durability) {
         if durability.flushes()
-            && let Err(e) = events.sync_data()
+            && let Err(e) = self.events.sync_data()
         {
-            warn_once(&mut warned, &dir, &e);
+            warn_once(&mut self.warned, &self.dir, &e);
         }
-        let urgent = durability == Durability::Commit || !flushes.is_empty();
-        if pace.due(urgent)
-            && let Some(record) = latest.take()
-        {
-            save_record(&dir, &record, durability, &mut warned);
-            pace.wrote();
-        }
-        for done in flushes {
-            let _ = done.send(());
-        }
+    }
+
+    fn write(&mut self, record: &RunRecord, durability: Durability) {
+        save_record(&self.dir, record, durability, &mut self.warned);
     }
 }
 

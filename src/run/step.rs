@@ -5,7 +5,7 @@
 //! A step runs as a task of its own that reads nothing of the run's
 //! record: the owner hands it what it needs (`StepStart`), and it tells the
 //! owner what happens (`StepEvent`) and how it ended (`StepEnd`). The
-//! verdict rules (SPEC section 5): only a verdict with `approved: true`
+//! verdict rules: only a verdict with `approved: true`
 //! approves; `retry: false` stops at once; a review that fails as a system
 //! is tried once more, then the step is `unreviewed`.
 

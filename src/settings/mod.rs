@@ -26,6 +26,12 @@ pub trait Lookup {
     /// The setting whose variable is `env` (e.g. `TROUPE_MODEL`).
     fn get(&self, env: &str) -> Option<Sourced>;
 
+    /// A setting that is a list of paths: `:`-separated in its variable,
+    /// as in `PATH`.
+    fn paths(&self, env: &str) -> Option<Vec<std::path::PathBuf>> {
+        from_environment(env).map(|sourced| split_paths(&sourced.value))
+    }
+
     /// The MCP servers a config file names (`[mcp_servers.NAME]`).
     fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
         Vec::new()
@@ -53,6 +59,15 @@ pub fn from_environment(env: &str) -> Option<Sourced> {
         value,
         origin: format!("${env}"),
     })
+}
+
+/// A `:`-separated list of paths, empty parts left out.
+pub fn split_paths(value: &str) -> Vec<std::path::PathBuf> {
+    value
+        .split(':')
+        .filter(|part| !part.is_empty())
+        .map(std::path::PathBuf::from)
+        .collect()
 }
 
 /// `flag`, or else the setting `env` from `lookup`, parsed as the flag

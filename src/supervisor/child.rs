@@ -60,7 +60,6 @@ pub struct ChildOutcome {
     /// The child's counters, with the runtime and tokens as the parent
     /// measured them (they hold even when the child was killed).
     pub stats: AgentStats,
-    pub pid: Option<u32>,
     /// Tool calls that changed something (write_file, edit_file,
     /// run_command) and succeeded: the evidence behind a claim of success.
     pub changing_calls: u32,

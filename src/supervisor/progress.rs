@@ -43,8 +43,7 @@ impl Progress {
             } => {
                 let calls = match tool_calls {
                     0 => "no tool call".to_string(),
-                    1 => "1 tool call".to_string(),
-                    n => format!("{n} tool calls"),
+                    n => crate::text::count(*n, "tool call"),
                 };
                 self.paint(
                     "2",

@@ -479,7 +479,6 @@ impl<'r, 'a> Served<'r, 'a> {
             verdict: self.verdict.clone(),
             error,
             stats,
-            pid: self.pid,
             changing_calls: self.changing_calls,
             timings: self.timings,
         }

@@ -338,6 +338,24 @@ fn reads_stay_in_the_read_scope() {
     assert!(allowed[0].contains("private notes"), "{}", allowed[0]);
     assert!(allowed[3].contains("notes in /tmp"), "{}", allowed[3]);
 
+    // A config file's list is a list: a `:` in a path is part of it.
+    let colon = elsewhere.path().join("a:b");
+    std::fs::create_dir_all(&colon).unwrap();
+    std::fs::write(colon.join("notes.txt"), "notes behind a colon").unwrap();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!("allow_read = [{:?}]\n", colon.display().to_string()),
+    )
+    .unwrap();
+    let read_colon = format!("cat '{}/notes.txt'", colon.display());
+    let listed = reads_under(
+        &sandbox,
+        &["--config", config.to_str().unwrap()],
+        &[read_colon.as_str()],
+    );
+    assert!(listed[0].contains("notes behind a colon"), "{}", listed[0]);
+
     let everything = reads_under(&sandbox, &["--read-scope", "all"], &commands);
     assert!(everything[0].contains("private notes"), "{}", everything[0]);
     assert!(everything[3].contains("No such file"), "{}", everything[3]);

@@ -22,7 +22,7 @@ use crate::text::excerpt;
 pub use echo::{ReasoningEcho, ReasoningEchoChoice};
 pub use retry::RetryPolicy;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiSettings {
     /// e.g. `https://api.openai.com/v1`; `/chat/completions` is appended.
     pub base_url: String,

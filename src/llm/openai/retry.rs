@@ -9,7 +9,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 /// hanging the run.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.
     pub retries: u32,
