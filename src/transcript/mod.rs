@@ -139,7 +139,12 @@ pub fn load(path: &Path) -> Result<Conversation, TranscriptError> {
             }
             Ok(doc)
         }
-        Err(e) if e.is_missing() => journal::rebuild(&journal::path_of(path)).ok_or(e.into()),
+        Err(e) if e.is_missing() => match journal::rebuild(&journal::path_of(path)) {
+            Some(doc) => Ok(doc),
+            // Sealed in between: the sealed transcript is written before
+            // its journal goes, so it is there now if it ever will be.
+            None => Ok(read_json::<Conversation>(path, "the transcript")?),
+        },
         Err(e) => Err(e.into()),
     }
 }
