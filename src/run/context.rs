@@ -14,7 +14,7 @@ use super::events::RunEvent;
 use super::liveness::Liveness;
 use super::recorder::EventLog;
 use super::runner::AgentRunner;
-use crate::run::isolation::{IsolationMode, Worktrees};
+use crate::run::isolation::{IsolationMode, Shared, Workspaces};
 use crate::signal::StopSignal;
 use crate::supervisor::Progress;
 use crate::supervisor::events::{AgentEvent, EventSink};
@@ -57,12 +57,20 @@ pub struct RunContext {
     /// The largest file an agent may write (`--max-file-size`), and so
     /// the largest troupe takes into a change.
     pub max_file_size: Option<u64>,
-    /// The run's checkouts, once the plan showed they are wanted
+    /// Where the attempts work apart, once the plan showed that is wanted
     /// (`--isolation`); unset, every worker shares the workspace.
-    pub isolation: OnceLock<Arc<Worktrees>>,
+    pub isolation: OnceLock<Arc<dyn Workspaces>>,
 }
 
 impl RunContext {
+    /// Where the run's attempts work.
+    pub fn workspaces(&self) -> &dyn Workspaces {
+        match self.isolation.get() {
+            Some(isolated) => isolated.as_ref(),
+            None => &Shared,
+        }
+    }
+
     /// A path as the records show it: relative to the workspace.
     pub fn show(&self, path: &std::path::Path) -> String {
         crate::protocol::display_in(&self.workspace, path)

@@ -19,7 +19,7 @@ use super::context::RunContext;
 use super::record::{AgentRecord, StepRecord};
 use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
-use crate::run::isolation::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
+use crate::run::isolation::{AttemptSpace, ChangeRecord, IsolationError, Landing};
 use crate::supervisor::SpawnError;
 use crate::text::excerpt;
 
@@ -225,37 +225,25 @@ impl Step<'_> {
         }
     }
 
-    /// One attempt: its worker, the claims check, its review and, with
-    /// isolation, its checkout, change and landing.
+    /// One attempt in the workspace the run's isolation gives it: its
+    /// worker, the claims check, its review, and the landing of what it
+    /// changed.
     async fn attempt(
         &self,
         attempt: u32,
         feedback: Option<&VerdictReport>,
     ) -> Result<Tried, IsolationError> {
-        let trees = self.ctx.isolation.get();
-        let checkout = match trees {
-            Some(trees) => Some(trees.checkout(&self.start.step.id, attempt).await?),
-            None => None,
-        };
-        let view = |read: Vec<PathBuf>| {
-            checkout.as_ref().map(|c| CheckoutView {
-                dir: c.dir.clone(),
-                read,
-            })
-        };
-        let readable = match (trees, &checkout) {
-            (Some(trees), Some(checkout)) => trees.readable_for(checkout),
-            _ => Vec::new(),
-        };
-        let worker = match self.worker(attempt, feedback, view(readable.clone())).await {
+        let mut space = self
+            .ctx
+            .workspaces()
+            .attempt(&self.start.step.id, attempt)
+            .await?;
+        let worker = match self.worker(attempt, feedback, space.view()).await {
             Ok(worker) => worker,
             Err(e) => return Ok(Tried::Done(StepEnd::Failed(e.into()))),
         };
         if worker.status != AgentStatus::Completed {
-            // The checkout stays for a look, until `troupe clean`.
-            if let (Some(trees), Some(checkout)) = (trees, &checkout) {
-                trees.relink(checkout)?;
-            }
+            space.keep().await?;
             let why = worker.error.as_deref().unwrap_or(&worker.summary);
             return Ok(Tried::Done(StepEnd::Failed(StepFailure::WorkerEnded {
                 attempt,
@@ -263,63 +251,43 @@ impl Step<'_> {
                 why: excerpt(why, 300),
             })));
         }
-        let change = match (trees, &checkout) {
-            (Some(trees), Some(checkout)) => {
-                let change = trees.change(checkout, &self.start.step.id, attempt).await?;
-                self.send(StepEvent::Changed {
-                    attempt,
-                    change: change.clone(),
-                });
-                Some(change)
-            }
-            _ => None,
-        };
+        let change = space.change().await?;
+        if let Some(change) = &change {
+            self.send(StepEvent::Changed {
+                attempt,
+                change: change.clone(),
+            });
+        }
         let claimed = Claimed {
             success: worker.success_claimed,
             files: &worker.deliverables_files,
             changing_calls: worker.changing_calls,
         };
-        let workspace = checkout.as_ref().map_or(&self.ctx.workspace, |c| &c.dir);
+        let workspace = space.view().map_or(self.ctx.workspace.clone(), |v| v.dir);
         let changed = change.as_ref().map(|c| c.files.as_slice());
-        let claims = claims::check(workspace, claimed, changed);
+        let claims = claims::check(&workspace, claimed, changed);
         self.send(StepEvent::ClaimsChecked {
             attempt,
             claims: claims.clone(),
         });
-        let mut reviewer_reads = readable;
-        if let (Some(trees), Some(_)) = (trees, &change) {
-            reviewer_reads.push(trees.diff_path(&self.start.step.id, attempt));
-        }
         let review = Review {
             attempt,
             worker: &worker,
             claims: &claims,
             change: change.as_ref(),
-            checkout: view(reviewer_reads),
+            checkout: space.review_view(),
         };
-        let ended = self.review(review).await;
-        let landed = |end: StepEnd| async {
-            match (trees, &checkout, &change) {
-                (Some(trees), Some(checkout), Some(change)) => {
-                    self.land(trees, checkout, change, attempt, end).await
-                }
-                _ => Ok(Tried::Done(end)),
-            }
-        };
-        match ended {
-            ReviewEnd::Approved => landed(StepEnd::Completed).await,
+        match self.review(review).await {
+            ReviewEnd::Approved => self.land(&*space, attempt, StepEnd::Completed).await,
             ReviewEnd::Rejected(verdict) => {
-                // The retry starts clean, from the integration head.
-                if let (Some(trees), Some(checkout)) = (trees, &checkout) {
-                    trees.discard(checkout).await;
-                }
+                space.discard().await;
                 Ok(Tried::Again(verdict))
             }
             ReviewEnd::Failed(reason) => {
                 let accepted = self.ctx.team.accept_unreviewed;
                 let end = StepEnd::Unreviewed { accepted, reason };
                 match accepted {
-                    true => landed(end).await,
+                    true => self.land(&*space, attempt, end).await,
                     false => Ok(Tried::Done(end)),
                 }
             }
@@ -329,19 +297,16 @@ impl Step<'_> {
         }
     }
 
-    /// Merges an accepted attempt's change; a conflict is a rejection the
-    /// next attempt answers, from the new integration head.
+    /// Lands an accepted attempt's change; a conflict or a refusal is a
+    /// rejection the next attempt answers.
     async fn land(
         &self,
-        trees: &Worktrees,
-        checkout: &Checkout,
-        change: &ChangeRecord,
+        space: &dyn AttemptSpace,
         attempt: u32,
         end: StepEnd,
     ) -> Result<Tried, IsolationError> {
-        let landing = trees.land(change, &self.start.step.id, attempt).await?;
-        trees.discard(checkout).await;
-        match landing {
+        match space.land().await? {
+            Landing::InPlace => Ok(Tried::Done(end)),
             Landing::Landed(head) => {
                 self.send(StepEvent::Landed { attempt, head });
                 Ok(Tried::Done(end))
@@ -405,7 +370,7 @@ impl Step<'_> {
             &self.start.step,
             &dependencies,
             feedback,
-            self.ctx.isolation.get().is_some(),
+            self.ctx.workspaces().isolated(),
         )
         .map_err(StartError::Brief)?;
         let dir = self.dir(&format!("worker-{attempt}"));

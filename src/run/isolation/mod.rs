@@ -27,7 +27,10 @@ mod admit;
 pub mod apply;
 mod conflict;
 pub mod git;
+mod shared;
 mod stat;
+mod workspaces;
+mod worktree;
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +38,8 @@ use serde::{Deserialize, Serialize};
 
 pub use self::conflict::Conflict;
 use self::git::{Git, GitError, Place};
+pub use self::shared::Shared;
+pub use self::workspaces::{AttemptSpace, Workspaces};
 use crate::fsutil::{Durability, nofollow};
 use crate::protocol::RESULTS_DIR;
 use crate::signal::StopSignal;
@@ -144,6 +149,9 @@ pub enum IsolationError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The thread doing troupe's file work on the trees did not finish.
+    #[error("troupe's work on the checkouts ended early: {0}")]
+    Blocking(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError + '_ {
@@ -176,6 +184,8 @@ pub struct Checkout {
 /// How landing an approved change went.
 #[derive(Debug)]
 pub enum Landing {
+    /// Nothing to merge: the attempt worked in the workspace itself.
+    InPlace,
     /// The integration branch's new head.
     Landed(String),
     Conflicted(Conflict),
@@ -307,20 +317,16 @@ impl Worktrees {
     /// (`checkout-<attempt>.git`).
     pub async fn checkout(&self, step: &str, attempt: u32) -> Result<Checkout, IsolationError> {
         let step_dir = self.run_dir.join(step);
-        nofollow::create_dir_all(&step_dir).map_err(io(&step_dir))?;
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
         let Head { commit: base, tree } = self.head.lock().await.clone();
-        let write = |path: &Path, text: String| {
-            crate::fsutil::write_atomic(path, text.as_bytes(), Durability::Atomic).map_err(io(path))
-        };
-        nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
-        write(&git_dir.join("HEAD"), format!("{base}\n"))?;
-        write(
-            &git_dir.join("commondir"),
-            format!("{}\n", self.common.display()),
-        )?;
-        nofollow::create_new_dir(&dir).map_err(io(&dir))?;
+        let made = (
+            dir.clone(),
+            git_dir.clone(),
+            base.clone(),
+            self.common.clone(),
+        );
+        off_runtime(move || make_checkout_dirs(&step_dir, made)).await?;
         let checkout = Checkout {
             dir,
             base,
@@ -335,7 +341,7 @@ impl Worktrees {
             .git
             .run(&place, ["read-tree", "--reset", "-u", "HEAD"])
             .await?;
-        self.relink(&checkout)?;
+        self.relink(&checkout).await?;
         Ok(checkout)
     }
 
@@ -345,11 +351,14 @@ impl Worktrees {
     /// troupe's git directory whatever the worker did to it (the link is
     /// read-only to a worker where the sandbox has a mount namespace).
     /// troupe itself never reads this file back.
-    pub fn relink(&self, checkout: &Checkout) -> Result<(), IsolationError> {
+    pub async fn relink(&self, checkout: &Checkout) -> Result<(), IsolationError> {
         let pointer = checkout.dir.join(".git");
         let text = format!("gitdir: {}\n", checkout.git.git_dir.display());
-        crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
-            .map_err(io(&pointer))
+        off_runtime(move || {
+            crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
+                .map_err(io(&pointer))
+        })
+        .await
     }
 
     /// What the attempt in `checkout` changed: committed on its base, with
@@ -360,7 +369,7 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<ChangeRecord, IsolationError> {
-        self.relink(checkout)?;
+        self.relink(checkout).await?;
         let mut change = ChangeRecord {
             base: checkout.base.clone(),
             checkout: crate::protocol::display_in(&self.workspace, &checkout.dir),
@@ -421,7 +430,9 @@ impl Worktrees {
         // Written by git straight to the file: a change may be far larger
         // than troupe should hold.
         let path = self.diff_path(step, attempt);
-        let file = crate::fsutil::create_file(&path).map_err(io(&path))?;
+        let created = path.clone();
+        let file =
+            off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created))).await?;
         let args: Vec<&str> = whole.iter().chain(&range).copied().collect();
         self.git.run_into(&here, &args, file).await?;
         change.diff = Some(crate::protocol::display_in(&self.workspace, &path));
@@ -525,6 +536,36 @@ impl Worktrees {
         read.push(checkout.git.git_dir.clone());
         read
     }
+}
+
+/// A checkout's directory and its git directory (`HEAD` at `base`,
+/// `commondir` naming the repository), made new.
+fn make_checkout_dirs(
+    step_dir: &Path,
+    (dir, git_dir, base, common): (PathBuf, PathBuf, String, PathBuf),
+) -> Result<(), IsolationError> {
+    let write = |path: &Path, text: String| {
+        crate::fsutil::write_atomic(path, text.as_bytes(), Durability::Atomic).map_err(io(path))
+    };
+    nofollow::create_dir_all(step_dir).map_err(io(step_dir))?;
+    nofollow::create_new_dir(&git_dir).map_err(io(&git_dir))?;
+    write(&git_dir.join("HEAD"), format!("{base}\n"))?;
+    write(
+        &git_dir.join("commondir"),
+        format!("{}\n", common.display()),
+    )?;
+    nofollow::create_new_dir(&dir).map_err(io(&dir))?;
+    Ok(())
+}
+
+/// `work` on a blocking thread, so that the thread serving the agents
+/// goes on while the disk is slow.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, IsolationError> + Send + 'static,
+) -> Result<T, IsolationError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| IsolationError::Blocking(e.to_string()))?
 }
 
 fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {

@@ -1,0 +1,95 @@
+//! `--isolation worktree` behind the step's seam: each attempt a checkout
+//! of the integration head, its change committed and kept beside it, the
+//! accepted change merged into the run's branch.
+
+use futures_util::FutureExt;
+use futures_util::future::LocalBoxFuture;
+
+use super::workspaces::{AttemptSpace, Workspaces};
+use super::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
+use crate::run::runner::CheckoutView;
+
+impl Workspaces for Worktrees {
+    fn isolated(&self) -> bool {
+        true
+    }
+
+    fn attempt<'a>(
+        &'a self,
+        step: &'a str,
+        attempt: u32,
+    ) -> LocalBoxFuture<'a, Result<Box<dyn AttemptSpace + 'a>, IsolationError>> {
+        async move {
+            let checkout = self.checkout(step, attempt).await?;
+            let space: Box<dyn AttemptSpace + 'a> = Box::new(InCheckout {
+                trees: self,
+                step,
+                attempt,
+                checkout,
+                change: None,
+            });
+            Ok(space)
+        }
+        .boxed_local()
+    }
+}
+
+struct InCheckout<'a> {
+    trees: &'a Worktrees,
+    step: &'a str,
+    attempt: u32,
+    checkout: Checkout,
+    change: Option<ChangeRecord>,
+}
+
+impl AttemptSpace for InCheckout<'_> {
+    fn view(&self) -> Option<CheckoutView> {
+        Some(CheckoutView {
+            dir: self.checkout.dir.clone(),
+            read: self.trees.readable_for(&self.checkout),
+        })
+    }
+
+    fn keep(&self) -> LocalBoxFuture<'_, Result<(), IsolationError>> {
+        self.trees.relink(&self.checkout).boxed_local()
+    }
+
+    fn change(&mut self) -> LocalBoxFuture<'_, Result<Option<ChangeRecord>, IsolationError>> {
+        async move {
+            let change = self
+                .trees
+                .change(&self.checkout, self.step, self.attempt)
+                .await?;
+            self.change = Some(change.clone());
+            Ok(Some(change))
+        }
+        .boxed_local()
+    }
+
+    fn review_view(&self) -> Option<CheckoutView> {
+        let mut view = self.view()?;
+        if self.change.is_some() {
+            view.read
+                .push(self.trees.diff_path(self.step, self.attempt));
+        }
+        Some(view)
+    }
+
+    fn land(&self) -> LocalBoxFuture<'_, Result<Landing, IsolationError>> {
+        async move {
+            // Without a recorded change the worker's work was never taken
+            // out of the checkout: there is nothing to merge.
+            let landing = match &self.change {
+                Some(change) => self.trees.land(change, self.step, self.attempt).await?,
+                None => Landing::InPlace,
+            };
+            self.trees.discard(&self.checkout).await;
+            Ok(landing)
+        }
+        .boxed_local()
+    }
+
+    fn discard(&self) -> LocalBoxFuture<'_, ()> {
+        self.trees.discard(&self.checkout).boxed_local()
+    }
+}
