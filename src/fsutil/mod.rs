@@ -15,8 +15,8 @@ pub use pace::{Keeper, Taken, keep_latest};
 
 pub use record_dir::RecordDir;
 pub use records::{
-    RecordError, create_file, is_regular, open_append, read_bounded, read_json, read_record,
-    read_tail, write_atomic, write_json_atomic,
+    RecordError, create_file, is_regular, open_append, read_bounded, read_head, read_json,
+    read_record, read_tail, write_atomic, write_json_atomic,
 };
 
 use std::path::{Component, Path, PathBuf};

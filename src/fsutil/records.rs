@@ -193,6 +193,17 @@ pub fn read_tail(path: &Path, max: u64) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// The first `max` bytes of the regular file `path` (invalid UTF-8
+/// replaced), and whether there is more.
+pub fn read_head(path: &Path, max: u64) -> io::Result<(String, bool)> {
+    let fd = open_for_reading(path)?;
+    let size = file_size(fd.as_fd())?;
+    let mut bytes = Vec::new();
+    File::from(fd).take(max).read_to_end(&mut bytes)?;
+    let more = size > u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), more))
+}
+
 /// Whether `path` is a regular file, reached without a link.
 pub fn is_regular(path: &Path) -> bool {
     nofollow::open(path, OFlag::O_PATH, Mode::empty())

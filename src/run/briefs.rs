@@ -3,7 +3,7 @@
 //! feedback) and the reviewer's (the step, the worker's report, the
 //! parent's check of its claims).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::record::{AgentRecord, StepRecord};
 use super::step::Review;
@@ -55,15 +55,39 @@ pub fn worker_brief(
 
 /// The most of an attempt's diff put in the reviewer's brief; the rest
 /// it reads from the file.
-const DIFF_IN_BRIEF: usize = 12_000;
+const DIFF_IN_BRIEF: u64 = 12_000;
 
-/// `diff`: the file holding the attempt's whole diff, when there is one.
+/// The start of an attempt's diff, for the reviewer's brief.
+pub struct DiffHead {
+    /// The file that holds all of it.
+    pub path: PathBuf,
+    pub text: String,
+    /// Whether the file holds more.
+    pub cut: bool,
+}
+
+impl DiffHead {
+    /// The head of the diff in `path`, read off the thread that serves
+    /// the agents (a diff may be large, the disk slow); `None` when it
+    /// cannot be read.
+    pub async fn read(path: PathBuf) -> Option<DiffHead> {
+        tokio::task::spawn_blocking(move || {
+            let (text, cut) = crate::fsutil::read_head(&path, DIFF_IN_BRIEF).ok()?;
+            Some(DiffHead { path, text, cut })
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
+/// `diff`: the head of the attempt's whole diff, when there is one.
 pub fn review_brief(
     prompts_dir: Option<&Path>,
     goal: &str,
     step: &StepRecord,
     review: &Review<'_>,
-    diff: Option<&Path>,
+    diff: Option<&DiffHead>,
 ) -> std::io::Result<String> {
     let template = Prompt::Review.load(prompts_dir)?;
     let (attempt, worker, claims) = (review.attempt, review.worker, review.claims);
@@ -90,7 +114,7 @@ pub fn review_brief(
 
 /// The attempt's change for the reviewer: its stat and its diff (cut,
 /// the rest in its file), or why there is none.
-fn describe_change(change: Option<&ChangeRecord>, diff: Option<&Path>) -> String {
+fn describe_change(change: Option<&ChangeRecord>, diff: Option<&DiffHead>) -> String {
     let Some(change) = change else {
         return "(this run's workers share the workspace: there is no separate change to show; check the files themselves)".to_string();
     };
@@ -114,14 +138,12 @@ fn describe_change(change: Option<&ChangeRecord>, diff: Option<&Path>) -> String
         "{refused}Against the step's base ({base}); you are reading the attempt's checkout, the whole tree as it would land.\n{}",
         change.stat.trim_end()
     );
-    let whole = diff.and_then(|d| crate::fsutil::read_record(d).ok());
-    if let (Some(whole), Some(path)) = (whole, diff) {
-        let cut = crate::text::excerpt(&whole, DIFF_IN_BRIEF);
-        text.push_str(&format!("\n\n{}", cut.trim_end()));
-        if cut.len() < whole.len() {
+    if let Some(diff) = diff {
+        text.push_str(&format!("\n\n{}", diff.text.trim_end()));
+        if diff.cut {
             text.push_str(&format!(
                 "\n(the diff is cut here; all of it is in {})",
-                path.display()
+                diff.path.display()
             ));
         }
     }

@@ -3,7 +3,8 @@
 //! event to `events.jsonl`, one whole line per write, and rewrites
 //! `run.json` atomically, off the thread that runs the agents. Events are
 //! also printed on stdout with `--json`, and shown to a person on stderr,
-//! as they come.
+//! as they come, by a thread of their own: a reader that stops reading
+//! stalls neither the agents nor the records.
 //!
 //! The writer coalesces: between commit points `run.json` is written at
 //! most every 50 ms, once for the latest state, and at once at a commit
@@ -16,7 +17,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -36,8 +37,17 @@ pub struct Recorder {
 #[derive(Clone)]
 pub struct EventLog {
     writer: Sender<ToWriter>,
+    output: Sender<ToOutput>,
     started: Instant,
     json_stdout: bool,
+}
+
+/// What the output thread prints.
+enum ToOutput {
+    Stdout(String),
+    Stderr(String),
+    /// Answer once everything before is printed.
+    Flush(Sender<()>),
 }
 
 enum ToWriter {
@@ -72,6 +82,10 @@ impl Recorder {
         let events = crate::fsutil::open_append(&run_dir.join("events.jsonl"))?;
         let (writer, inbox) = channel();
         let dir = run_dir.to_path_buf();
+        let (output, lines) = channel();
+        std::thread::Builder::new()
+            .name("troupe-output".to_string())
+            .spawn(move || print_lines(lines))?;
         std::thread::Builder::new()
             .name("troupe-recorder".to_string())
             .spawn(move || {
@@ -85,6 +99,7 @@ impl Recorder {
         let recorder = Recorder {
             log: EventLog {
                 writer,
+                output,
                 started: Instant::now(),
                 json_stdout,
             },
@@ -113,10 +128,14 @@ impl Recorder {
         let _ = self.log.writer.send(ToWriter::State(Arc::clone(record)));
     }
 
-    /// Waits until everything handed over so far is written.
+    /// Waits until everything handed over so far is written and printed.
     pub fn flush(&self) {
         let (done, wait) = channel();
         if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+        let (done, wait) = channel();
+        if self.log.output.send(ToOutput::Flush(done)).is_ok() {
             let _ = wait.recv();
         }
     }
@@ -141,7 +160,7 @@ impl EventLog {
         let mut text = serde_json::to_string(&line).unwrap_or_default();
         text.push('\n');
         if self.json_stdout {
-            crate::console::out(&text);
+            let _ = self.output.send(ToOutput::Stdout(text.clone()));
         }
         if let Some(human) = event.human_line() {
             let painter = crate::paint::Painter::for_stderr();
@@ -150,7 +169,9 @@ impl EventLog {
                 Some(code) => painter.paint(code, &human),
                 None => human,
             };
-            crate::tell!("{time} {human}");
+            let _ = self
+                .output
+                .send(ToOutput::Stderr(format!("{time} {human}\n")));
         }
         let durability = match event.commits() {
             true => Durability::Commit,
@@ -204,6 +225,19 @@ impl Keeper<ToWriter> for Records {
 
     fn write(&mut self, record: &RunRecord, durability: Durability) {
         save_record(&self.dir, record, durability, &mut self.warned);
+    }
+}
+
+/// The output thread: prints each line as it comes.
+fn print_lines(lines: Receiver<ToOutput>) {
+    for line in lines {
+        match line {
+            ToOutput::Stdout(text) => crate::console::out(&text),
+            ToOutput::Stderr(text) => crate::console::err(&text),
+            ToOutput::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! out, gave no verdict, or troupe could not start it) is tried once more
 //! (`review-N-2`); the run's stop or its spent budget ends it without one.
 
-use super::briefs::review_brief;
+use super::briefs::{DiffHead, review_brief};
 use super::record::AgentRecord;
 use super::step::{Review, ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
 use crate::protocol::{AgentRole, AgentStatus};
@@ -18,12 +18,16 @@ impl Step<'_> {
             .change
             .and_then(|c| c.diff.as_deref())
             .map(|d| ctx.workspace.join(d));
+        let diff = match diff {
+            Some(path) => DiffHead::read(path).await,
+            None => None,
+        };
         let brief = review_brief(
             ctx.prompts_dir.as_deref(),
             &ctx.goal,
             self.record(),
             &review,
-            diff.as_deref(),
+            diff.as_ref(),
         );
         let brief = match brief {
             Ok(brief) => brief,

@@ -685,3 +685,39 @@ fn one_step_at_a_time_shares_the_workspace_under_auto() {
         "b"
     );
 }
+
+#[test]
+fn the_reviewer_reads_the_start_of_a_large_diff_and_where_the_rest_is() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let small = "a small change\n";
+    let large: String = (0..2_000)
+        .map(|n| format!("line {n} of a large file\n"))
+        .collect();
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", writes("small.txt", small, 0)),
+        worker_rule("b", writes("large.txt", &large, 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let brief = |step: &str| {
+        let task = read_json(
+            &team
+                .dir
+                .join(format!("{step}/review-1/.subagent/task.json")),
+        );
+        task["task"].as_str().unwrap().to_string()
+    };
+    let whole = brief("a");
+    assert!(whole.contains("+a small change"), "{whole}");
+    assert!(!whole.contains("the diff is cut here"), "{whole}");
+    let cut = brief("b");
+    assert!(cut.contains("+line 0 of a large file"), "{cut}");
+    assert!(!cut.contains("line 1999 of a large file"), "cut: {cut}");
+    assert!(
+        cut.contains("the diff is cut here; all of it is in") && cut.contains("b/change-1.diff"),
+        "{cut}"
+    );
+}

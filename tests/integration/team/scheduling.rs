@@ -114,3 +114,71 @@ fn run_json_is_current_while_the_run_goes_on() {
     assert!(worker["dir"].as_str().unwrap().ends_with("slow/worker-1"));
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn a_json_reader_that_stops_reading_holds_up_no_agent() {
+    let sandbox = Sandbox::new();
+    // Each worker's summary is in its event: the run prints far more than
+    // a pipe holds.
+    let long = "a long summary ".repeat(2_000);
+    let finishes = |id: &str| {
+        worker_rule(
+            id,
+            vec![
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": format!("{id}: {long}")}}]}),
+            ],
+        )
+    };
+    let rules = vec![
+        planner(json!([
+            step("a", &[]),
+            step("b", &["a"]),
+            step("c", &["b"]),
+            step("d", &["c"]),
+            step("e", &["d"])
+        ])),
+        finishes("a"),
+        finishes("b"),
+        finishes("c"),
+        finishes("d"),
+        finishes("e"),
+        approving_reviewer(),
+    ];
+    let mut troupe = super::team_command(&sandbox, rules, &["--json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Nobody reads stdout until the record says the run is over.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let ended = loop {
+        let status = std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.find_map(|r| r.ok()))
+            .and_then(|run| std::fs::read_to_string(run.path().join("run.json")).ok())
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .and_then(|record| record["status"].as_str().map(str::to_string));
+        if status
+            .as_deref()
+            .is_some_and(|s| s != "running" && s != "planning")
+        {
+            break true;
+        }
+        if std::time::Instant::now() > give_up {
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
+    let status = troupe.wait().unwrap();
+    assert!(ended, "the run ended while its stdout was not read");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        out.len() > 128 * 1024,
+        "more than a pipe holds: {}",
+        out.len()
+    );
+    assert!(out.lines().last().unwrap_or("").contains("run_finished"));
+}
