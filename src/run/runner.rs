@@ -76,10 +76,7 @@ impl AgentRunner for ProcessRunner {
             let dir = crate::protocol::display_in(&self.workspace, &request.dir);
             let config = self.spawn_config(request);
             let run = spawn_agent(config, model, &self.lines).await?;
-            Ok(AgentRecord {
-                dir,
-                ..agent_record(&run)
-            })
+            Ok(ended(dir, &run))
         })
     }
 }
@@ -134,22 +131,26 @@ pub struct RoleModel {
     pub max_output_tokens: Option<u32>,
 }
 
-/// What the run keeps of one agent's end.
-fn agent_record(run: &AgentRun) -> AgentRecord {
-    let result = &run.result;
+/// What the run keeps of an agent that ran, in `dir`: the parent's
+/// outcome of it, and the deliverables its result lists (which troupe
+/// found itself when the child never reported them).
+fn ended(dir: String, run: &AgentRun) -> AgentRecord {
+    let outcome = &run.outcome;
+    let summary = match (&outcome.verdict, &outcome.finish) {
+        (Some(verdict), _) => verdict.summary.clone(),
+        (None, Some(finish)) => finish.summary.clone(),
+        (None, None) => String::new(),
+    };
     AgentRecord {
-        dir: result.deliverables_dir.clone(),
-        status: result.status,
-        summary: match &run.outcome.verdict {
-            Some(verdict) => verdict.summary.clone(),
-            None => result.result_summary.clone(),
-        },
-        deliverables_files: result.deliverables_files.clone(),
-        verdict: run.outcome.verdict.clone(),
-        error: result.error.clone(),
-        stats: result.stats.clone(),
-        changing_calls: run.outcome.changing_calls,
-        timings: run.outcome.timings,
-        success_claimed: run.outcome.finish.as_ref().is_some_and(|f| f.success),
+        dir,
+        status: outcome.status,
+        summary,
+        deliverables_files: run.result.deliverables_files.clone(),
+        verdict: outcome.verdict.clone(),
+        error: outcome.error.clone(),
+        stats: outcome.stats.clone(),
+        success_claimed: outcome.finish.as_ref().is_some_and(|f| f.success),
+        changing_calls: outcome.changing_calls,
+        timings: outcome.timings,
     }
 }

@@ -10,7 +10,9 @@ use super::events::EventSink;
 use super::result::AgentTimings;
 use crate::chat::AgentKey;
 use crate::llm::ChatModel;
-use crate::protocol::{AgentRole, AgentStats, AgentStatus, FinishReport, VerdictReport};
+use crate::protocol::{
+    AgentRole, AgentStats, AgentStatus, FinishReport, StopReason, VerdictReport,
+};
 use crate::signal::StopSignal;
 
 #[derive(Debug, Clone)]
@@ -50,10 +52,43 @@ pub struct ChildRun<'a> {
     pub mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
 }
 
+/// What the parent keeps of a worker's `finished`. Its counters are not
+/// here: they went into the outcome's stats, with the parent's own count
+/// of tokens and time in place of the child's.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub success: bool,
+    pub summary: String,
+    /// Bounded to `protocol::LISTED_FILES`, whatever the child sent.
+    pub deliverables_files: Vec<String>,
+    pub stop_reason: Option<StopReason>,
+}
+
+impl Finished {
+    /// The report without its counters, and those counters.
+    pub fn split(report: FinishReport) -> (Finished, AgentStats) {
+        let FinishReport {
+            success,
+            summary,
+            mut deliverables_files,
+            stats,
+            stop_reason,
+        } = report;
+        deliverables_files.truncate(crate::protocol::LISTED_FILES);
+        let finished = Finished {
+            success,
+            summary,
+            deliverables_files,
+            stop_reason,
+        };
+        (finished, stats)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ChildOutcome {
     pub status: AgentStatus,
-    pub finish: Option<FinishReport>,
+    pub finish: Option<Finished>,
     pub verdict: Option<VerdictReport>,
     /// Why the child did not end normally.
     pub error: Option<String>,

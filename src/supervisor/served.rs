@@ -17,15 +17,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::child::{ChildOutcome, ChildRun};
+use super::child::{ChildOutcome, ChildRun, Finished};
 use super::events::AgentEvent;
 use super::result::AgentTimings;
 use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
 use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, FinishReport, FromChild, ModelFailure, PROTOCOL_VERSION,
-    ToChild, VerdictReport, decode_line, parse_verdict, round_seconds,
+    AgentRole, AgentStats, AgentStatus, FromChild, ModelFailure, PROTOCOL_VERSION, ToChild,
+    VerdictReport, decode_line, parse_verdict, round_seconds,
 };
 
 /// A model request's id, when it was asked, and the answer.
@@ -39,7 +39,7 @@ pub(super) struct Served<'r, 'a> {
     /// False once the child is being stopped: its model requests then go
     /// unanswered.
     pub(super) answering: bool,
-    pub(super) finish: Option<FinishReport>,
+    pub(super) finish: Option<Finished>,
     /// The verdict as the parent read it from the answer it delivered,
     /// once the reviewer reported the same.
     pub(super) verdict: Option<VerdictReport>,
@@ -188,16 +188,12 @@ impl<'r, 'a> Served<'r, 'a> {
                 });
             }
             FromChild::Stats(stats) => self.keep_stats(stats),
-            FromChild::Finished(mut report) => {
+            FromChild::Finished(report) => {
                 self.expect_report("finished", AgentRole::Worker, self.finish.is_some())?;
                 self.report_at.get_or_insert_with(Instant::now);
-                self.keep_stats(report.stats.clone());
-                // What troupe keeps of an agent's files is bounded, whatever
-                // the child says.
-                report
-                    .deliverables_files
-                    .truncate(crate::protocol::LISTED_FILES);
-                self.finish = Some(report);
+                let (finished, stats) = Finished::split(report);
+                self.keep_stats(stats);
+                self.finish = Some(finished);
             }
             FromChild::Verdict(reported) => {
                 self.expect_report("verdict", AgentRole::Reviewer, self.verdict.is_some())?;
