@@ -128,7 +128,7 @@ pub struct AgentArgs {
     /// each step's end, the run's end; atomic always) or strict (every
     /// write flushed) [env: TROUPE_DURABILITY] [default: commit].
     #[arg(long, value_name = "MODE")]
-    pub durability: Option<crate::fsutil::DurabilityMode>,
+    pub durability: Option<crate::protocol::DurabilityMode>,
 }
 
 impl AgentArgs {

@@ -4,6 +4,7 @@
 //! these lines can stand in for `troupe-agent`.
 
 pub mod codec;
+pub mod durability;
 pub mod messages;
 #[cfg(test)]
 mod proptests;
@@ -13,6 +14,7 @@ pub mod task;
 pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
+pub use durability::DurabilityMode;
 pub use messages::{
     AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, ModelFailure,
     PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,

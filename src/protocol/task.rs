@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::durability::DurabilityMode;
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
 use super::sandbox::SandboxSettings;
 use crate::chat::AgentKey;
@@ -69,7 +70,7 @@ pub struct TaskFile {
     pub mcp_remote: Vec<crate::mcp::remote::RemoteTool>,
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
-    pub durability: crate::fsutil::DurabilityMode,
+    pub durability: DurabilityMode,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -107,7 +108,7 @@ impl TaskFile {
             sandbox: SandboxSettings::default(),
             mcp: Vec::new(),
             mcp_remote: Vec::new(),
-            durability: crate::fsutil::DurabilityMode::default(),
+            durability: DurabilityMode::default(),
             created_at,
         }
     }

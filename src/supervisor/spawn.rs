@@ -55,7 +55,7 @@ pub struct AgentSettings {
     pub prompts_dir: Option<PathBuf>,
     /// Places each agent elsewhere (`--launcher`).
     pub launcher: Option<Launcher>,
-    pub durability: crate::fsutil::DurabilityMode,
+    pub durability: crate::protocol::DurabilityMode,
     /// Every configured MCP server; each agent gets those of its role.
     pub mcp: Vec<crate::mcp::config::McpServer>,
     /// The servers troupe reaches for the agents, once connected.
