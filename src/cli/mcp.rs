@@ -92,11 +92,7 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
                         crate::say!(
                             "{} ({}; for {}): {} tool{}",
                             server.name,
-                            server
-                                .command
-                                .as_deref()
-                                .or(server.url.as_deref())
-                                .unwrap_or(""),
+                            server.transport.target(),
                             roles.join(", "),
                             tools.len(),
                             if tools.len() == 1 { "" } else { "s" }

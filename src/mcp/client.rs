@@ -13,7 +13,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-use super::config::McpServer;
+use super::config::{McpServer, Transport};
 use crate::process::Spawn;
 
 #[derive(Debug, thiserror::Error)]
@@ -52,12 +52,25 @@ impl Connection {
         log: Option<&ServerLog>,
         narrow: bool,
     ) -> Result<Connection, McpError> {
-        if let Some(url) = &server.url {
-            return Self::reach(server, url).await;
+        match &server.transport {
+            Transport::Http { url } => Self::reach(server, url).await,
+            Transport::Stdio { command, args } => {
+                Self::spawn(server, command, args, workspace, log, narrow).await
+            }
         }
-        let program = server.command.clone().unwrap_or_default();
-        let command_line = std::iter::once(program.as_str())
-            .chain(server.args.iter().map(String::as_str))
+    }
+
+    /// A stdio server: `program` with `args`.
+    async fn spawn(
+        server: &McpServer,
+        program: &str,
+        args: &[String],
+        workspace: &Path,
+        log: Option<&ServerLog>,
+        narrow: bool,
+    ) -> Result<Connection, McpError> {
+        let command_line = std::iter::once(program)
+            .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
         let failed = |why: String| McpError::Start {
@@ -65,8 +78,8 @@ impl Connection {
             command: command_line.clone(),
             why,
         };
-        let mut command = Spawn::server(&server.env).command_for(&program);
-        command.args(&server.args).current_dir(workspace);
+        let mut command = Spawn::server(&server.env).command_for(program);
+        command.args(args).current_dir(workspace);
         if crate::sandbox::git_config_closed() {
             command.env("GIT_CONFIG_GLOBAL", "/dev/null");
         }
