@@ -37,7 +37,7 @@ struct ConfigFile {
     roles: std::collections::BTreeMap<Role, RoleConfig>,
     /// `[mcp_servers.NAME]`, each checked as it is read.
     #[serde(default, deserialize_with = "crate::mcp::config::read_table")]
-    mcp_servers: Vec<crate::mcp::config::McpServer>,
+    mcp_servers: Vec<crate::mcp::config::ServerConfig>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -188,7 +188,7 @@ impl Lookup for Sources {
         self.path.as_deref()
     }
 
-    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         self.file.mcp_servers.clone()
     }
 }

@@ -59,9 +59,10 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let log_dir = std::sync::Arc::new(crate::fsutil::RecordDir::open(
         &logs.path().canonicalize()?,
     )?);
-    for server in &servers {
+    for config in &servers {
+        let server = &config.server;
         let log = crate::mcp::client::ServerLog::new(std::sync::Arc::clone(&log_dir), &server.name);
-        let roles: Vec<&str> = server.roles.iter().map(|r| r.as_str()).collect();
+        let roles: Vec<&str> = config.roles.iter().map(|r| r.as_str()).collect();
         let listed = match Connection::start(server, &args.workspace, Some(&log), false).await {
             Ok(connection) => {
                 let tools = connection.tools(server).await;

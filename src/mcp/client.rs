@@ -13,8 +13,8 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-use super::config::{McpServer, Transport};
 use crate::process::Spawn;
+use crate::protocol::{McpServer, Transport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {

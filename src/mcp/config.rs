@@ -1,65 +1,29 @@
 //! An MCP server as the user configures it (`[mcp_servers.NAME]` in
-//! troupe.toml, `--mcp NAME=COMMAND`), and as the parent hands it to an
-//! agent in its task file.
+//! troupe.toml, `--mcp NAME=COMMAND`): the server itself, as an agent's
+//! task file carries it (`protocol::McpServer`), and what only troupe
+//! reads, which roles get it and whether troupe runs it for them. Each is
+//! checked as it is read, so nothing downstream meets one that cannot run.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::protocol::AgentRole;
+use crate::protocol::{AgentRole, McpServer, ToolFilter, Transport};
 
 /// The default time a server may take to start, or to answer one call.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServer {
-    /// The table's key: the `<server>` in `mcp__<server>__<tool>`.
-    pub name: String,
-    pub transport: Transport,
-    /// The environment variables the server gets besides PATH, HOME,
-    /// LANG, TERM, TZ and TMPDIR, by name; their values come from troupe's
-    /// environment and never reach a file.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<String>,
+/// One configured server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    pub server: McpServer,
     /// The roles whose agents get its tools.
-    #[serde(default = "workers_only")]
     pub roles: Vec<AgentRole>,
-    #[serde(default, skip_serializing_if = "ToolFilter::is_open")]
-    pub tools: ToolFilter,
-    #[serde(default = "default_timeout")]
-    pub timeout_secs: u64,
     /// The server needs the network: troupe runs it, outside the agents'
     /// sandboxes, and relays their calls.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
 }
 
-/// How a server is reached: one way, chosen when the configuration is
-/// read, so nothing downstream meets a server with two ways or none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Transport {
-    /// A program found on PATH, spoken to over its stdin and stdout.
-    Stdio {
-        command: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        args: Vec<String>,
-    },
-    /// A streamable-HTTP server's address.
-    Http { url: String },
-}
-
-impl Transport {
-    /// How a person names the server: its program, or its address.
-    pub fn target(&self) -> &str {
-        match self {
-            Transport::Stdio { command, .. } => command,
-            Transport::Http { url } => url,
-        }
-    }
-}
-
 /// `[mcp_servers.NAME]` as the user writes it: a `command` (with its
-/// `args`) or a `url`, which `McpServer::from_table` turns into one
+/// `args`) or a `url`, which `ServerConfig::from_table` turns into one
 /// `Transport`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,31 +42,6 @@ struct ServerTable {
     timeout_secs: u64,
     #[serde(default)]
     network: bool,
-}
-
-/// Which of a server's tools an agent gets: those in `allow` (all when it
-/// is absent), less those in `deny`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolFilter {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<String>,
-}
-
-impl ToolFilter {
-    fn is_open(&self) -> bool {
-        self.allow.is_none() && self.deny.is_empty()
-    }
-
-    pub fn admits(&self, tool: &str) -> bool {
-        let allowed = self
-            .allow
-            .as_ref()
-            .is_none_or(|allow| allow.iter().any(|t| t == tool));
-        allowed && !self.deny.iter().any(|t| t == tool)
-    }
 }
 
 fn workers_only() -> Vec<AgentRole> {
@@ -131,10 +70,10 @@ pub enum McpConfigError {
     Twice(String),
 }
 
-impl McpServer {
+impl ServerConfig {
     /// A stdio server from `--mcp NAME=COMMAND [ARGS...]`, its words
     /// split as a shell would.
-    pub fn from_flag(flag: &str) -> Result<McpServer, McpConfigError> {
+    pub fn from_flag(flag: &str) -> Result<ServerConfig, McpConfigError> {
         let (name, command) = flag
             .split_once('=')
             .filter(|(name, command)| !name.is_empty() && !command.trim().is_empty())
@@ -142,23 +81,26 @@ impl McpServer {
         let mut words =
             shlex::split(command).ok_or_else(|| McpConfigError::BadWords(flag.to_string()))?;
         let program = words.remove(0);
-        Ok(McpServer {
+        let server = McpServer {
             name: checked_name(name)?,
             transport: Transport::Stdio {
                 command: program,
                 args: words,
             },
             env: Vec::new(),
-            roles: workers_only(),
             tools: ToolFilter::default(),
             timeout_secs: DEFAULT_TIMEOUT_SECS,
+        };
+        Ok(ServerConfig {
+            server,
+            roles: workers_only(),
             network: false,
         })
     }
 
     /// The server of table `name`, refused when its name is not plain or
     /// it gives no way, or two, to reach it.
-    fn from_table(name: &str, table: ServerTable) -> Result<McpServer, McpConfigError> {
+    fn from_table(name: &str, table: ServerTable) -> Result<ServerConfig, McpConfigError> {
         let name = checked_name(name)?;
         let transport = match (table.command, table.url) {
             (Some(command), None) => Transport::Stdio {
@@ -168,21 +110,28 @@ impl McpServer {
             (None, Some(url)) => Transport::Http { url },
             (Some(_), Some(_)) | (None, None) => return Err(McpConfigError::NoWay(name)),
         };
-        Ok(McpServer {
+        let server = McpServer {
             name,
             transport,
             env: table.env,
-            roles: table.roles,
             tools: table.tools,
             timeout_secs: table.timeout_secs,
+        };
+        Ok(ServerConfig {
+            server,
+            roles: table.roles,
             network: table.network,
         })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.server.name
     }
 
     /// Whether troupe reaches the server for the agents (a `url`, or one
     /// that needs the network), rather than each agent starting its own.
     pub fn is_remote(&self) -> bool {
-        matches!(self.transport, Transport::Http { .. }) || self.network
+        matches!(self.server.transport, Transport::Http { .. }) || self.network
     }
 
     pub fn serves(&self, role: AgentRole) -> bool {
@@ -206,30 +155,30 @@ fn checked_name(name: &str) -> Result<String, McpConfigError> {
 /// Reads the `[mcp_servers]` table of a config file, each server checked
 /// as it is read and named by its key, in the order of their names. For
 /// `#[serde(deserialize_with)]`.
-pub fn read_table<'de, D>(deserializer: D) -> Result<Vec<McpServer>, D::Error>
+pub fn read_table<'de, D>(deserializer: D) -> Result<Vec<ServerConfig>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     let tables = std::collections::BTreeMap::<String, ServerTable>::deserialize(deserializer)?;
     tables
         .into_iter()
-        .map(|(name, table)| McpServer::from_table(&name, table))
+        .map(|(name, table)| ServerConfig::from_table(&name, table))
         .collect::<Result<_, _>>()
         .map_err(serde::de::Error::custom)
 }
 
 /// Every server, the config file's and the flags', no name twice.
 pub fn gather(
-    from_file: Vec<McpServer>,
+    from_file: Vec<ServerConfig>,
     flags: &[String],
-) -> Result<Vec<McpServer>, McpConfigError> {
+) -> Result<Vec<ServerConfig>, McpConfigError> {
     let mut servers = from_file;
     for flag in flags {
-        servers.push(McpServer::from_flag(flag)?);
+        servers.push(ServerConfig::from_flag(flag)?);
     }
-    for (i, server) in servers.iter().enumerate() {
-        if servers[..i].iter().any(|s| s.name == server.name) {
-            return Err(McpConfigError::Twice(server.name.clone()));
+    for (i, config) in servers.iter().enumerate() {
+        if servers[..i].iter().any(|s| s.name() == config.name()) {
+            return Err(McpConfigError::Twice(config.name().to_string()));
         }
     }
     Ok(servers)
@@ -257,8 +206,9 @@ mod tests {
 
     #[test]
     fn a_flag_is_a_name_and_shell_words() {
-        let server =
-            McpServer::from_flag("git=python3 -m mcp_server_git --repository '.'").unwrap();
+        let config =
+            ServerConfig::from_flag("git=python3 -m mcp_server_git --repository '.'").unwrap();
+        let server = &config.server;
         assert_eq!(server.name, "git");
         assert_eq!(
             server.transport,
@@ -269,31 +219,19 @@ mod tests {
                     .to_vec(),
             }
         );
-        assert_eq!(server.roles, [AgentRole::Worker]);
+        assert_eq!(config.roles, [AgentRole::Worker]);
         assert!(matches!(
-            McpServer::from_flag("python3 -m x"),
+            ServerConfig::from_flag("python3 -m x"),
             Err(McpConfigError::NoName(_))
         ));
         assert!(matches!(
-            McpServer::from_flag("a b=x"),
+            ServerConfig::from_flag("a b=x"),
             Err(McpConfigError::BadName(_))
         ));
         assert!(matches!(
-            McpServer::from_flag("x='unclosed"),
+            ServerConfig::from_flag("x='unclosed"),
             Err(McpConfigError::BadWords(_))
         ));
-    }
-
-    #[test]
-    fn allow_and_deny_pick_the_tools() {
-        let filter = ToolFilter {
-            allow: Some(vec!["git_status".into(), "git_log".into()]),
-            deny: vec!["git_log".into()],
-        };
-        assert!(filter.admits("git_status"));
-        assert!(!filter.admits("git_log"));
-        assert!(!filter.admits("git_commit"));
-        assert!(ToolFilter::default().admits("anything"));
     }
 
     #[test]
@@ -306,10 +244,10 @@ mod tests {
     #[derive(Debug, Deserialize)]
     struct File {
         #[serde(deserialize_with = "read_table")]
-        mcp_servers: Vec<McpServer>,
+        mcp_servers: Vec<ServerConfig>,
     }
 
-    fn read(text: &str) -> Result<Vec<McpServer>, String> {
+    fn read(text: &str) -> Result<Vec<ServerConfig>, String> {
         toml::from_str::<File>(text)
             .map(|file| file.mcp_servers)
             .map_err(|e| e.to_string())
@@ -321,9 +259,9 @@ mod tests {
             "[mcp_servers.git]\ncommand = \"git-mcp\"\nargs = [\"-v\"]\n\n[mcp_servers.far]\nurl = \"http://h/mcp\"\nroles = [\"reviewer\"]\n",
         )
         .unwrap();
-        assert_eq!(servers[0].name, "far");
+        assert_eq!(servers[0].name(), "far");
         assert_eq!(
-            servers[0].transport,
+            servers[0].server.transport,
             Transport::Http {
                 url: "http://h/mcp".into()
             }
@@ -331,7 +269,7 @@ mod tests {
         assert!(servers[0].is_remote());
         assert_eq!(servers[0].roles, [AgentRole::Reviewer]);
         assert_eq!(
-            servers[1].transport,
+            servers[1].server.transport,
             Transport::Stdio {
                 command: "git-mcp".into(),
                 args: vec!["-v".into()]

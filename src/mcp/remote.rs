@@ -8,30 +8,16 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::client::{Connection, McpError};
-use super::config::{McpServer, tool_name};
-use crate::protocol::AgentRole;
-
-/// One tool of a server troupe reaches, as an agent's task file lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RemoteTool {
-    pub server: String,
-    /// Its name on the server.
-    pub tool: String,
-    /// Its name for the model, `mcp__<server>__<tool>`.
-    pub name: String,
-    /// The server's own description of it.
-    pub description: String,
-    pub input_schema: Value,
-}
+use super::config::{ServerConfig, tool_name};
+use crate::protocol::{AgentRole, ListedTool};
 
 struct Remote {
-    config: McpServer,
+    config: ServerConfig,
     connection: tokio::sync::Mutex<Option<Connection>>,
-    tools: Vec<RemoteTool>,
+    tools: Vec<ListedTool>,
     restarted: AtomicBool,
     /// Why it could not be reached at the start, if so.
     failure: Option<String>,
@@ -44,11 +30,7 @@ pub struct RemoteServers {
 
 impl std::fmt::Debug for RemoteServers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self
-            .servers
-            .iter()
-            .map(|s| s.config.name.as_str())
-            .collect();
+        let names: Vec<&str> = self.servers.iter().map(|s| s.config.name()).collect();
         f.debug_struct("RemoteServers")
             .field("servers", &names)
             .finish()
@@ -59,16 +41,16 @@ impl RemoteServers {
     /// Connects every server of `servers` that troupe must reach, and
     /// lists its tools; `None` when there are none. A server that cannot
     /// be reached is said on stderr, and its calls answer why.
-    pub async fn connect(servers: &[McpServer], workspace: &std::path::Path) -> Option<Self> {
-        let wanted: Vec<&McpServer> = servers.iter().filter(|s| s.is_remote()).collect();
+    pub async fn connect(servers: &[ServerConfig], workspace: &std::path::Path) -> Option<Self> {
+        let wanted: Vec<&ServerConfig> = servers.iter().filter(|s| s.is_remote()).collect();
         if wanted.is_empty() {
             return None;
         }
         let mut connected = Vec::new();
         for config in wanted {
             let started = async {
-                let connection = Connection::start(config, workspace, None, true).await?;
-                let tools = connection.tools(config).await?;
+                let connection = Connection::start(&config.server, workspace, None, true).await?;
+                let tools = connection.tools(&config.server).await?;
                 Ok::<_, McpError>((connection, tools))
             }
             .await;
@@ -81,11 +63,11 @@ impl RemoteServers {
             };
             let tools = tools
                 .iter()
-                .filter(|t| config.tools.admits(&t.name))
-                .map(|t| RemoteTool {
-                    server: config.name.clone(),
+                .filter(|t| config.server.tools.admits(&t.name))
+                .map(|t| ListedTool {
+                    server: config.name().to_string(),
                     tool: t.name.to_string(),
-                    name: tool_name(&config.name, &t.name),
+                    name: tool_name(config.name(), &t.name),
                     description: t
                         .description
                         .as_deref()
@@ -109,7 +91,7 @@ impl RemoteServers {
     }
 
     /// The tools an agent of `role` gets.
-    pub fn offer(&self, role: AgentRole) -> Vec<RemoteTool> {
+    pub fn offer(&self, role: AgentRole) -> Vec<ListedTool> {
         self.servers
             .iter()
             .filter(|s| s.config.serves(role))
@@ -129,7 +111,7 @@ impl RemoteServers {
         let Some(remote) = self
             .servers
             .iter()
-            .find(|s| s.config.name == server && s.config.serves(role))
+            .find(|s| s.config.name() == server && s.config.serves(role))
         else {
             return Err(format!("no MCP server `{server}` is given to a {role}"));
         };
@@ -153,7 +135,7 @@ impl RemoteServers {
                     ));
                 }
                 *connection = Some(
-                    Connection::start(&remote.config, &self.workspace, None, true)
+                    Connection::start(&remote.config.server, &self.workspace, None, true)
                         .await
                         .map_err(|e| e.to_string())?,
                 );
@@ -161,7 +143,10 @@ impl RemoteServers {
             let Some(live) = connection.as_ref() else {
                 continue;
             };
-            match live.call(&remote.config, tool, arguments.clone()).await {
+            match live
+                .call(&remote.config.server, tool, arguments.clone())
+                .await
+            {
                 Ok(result) => return Ok(result),
                 Err(McpError::Gone { .. }) => {
                     if let Some(old) = connection.take() {

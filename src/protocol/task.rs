@@ -2,7 +2,8 @@
 //!
 //! The parent writes it to `<agent dir>/.subagent/task.json` and starts the
 //! child with its path. It is part of the contract between the two
-//! binaries, like the messages, so it lives here and neither side owns it.
+//! binaries, like the messages, so it lives here and neither side owns it;
+//! so do the types it carries (`sandbox`, `mcp`, `durability`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::durability::DurabilityMode;
+use super::mcp::{ListedTool, McpServer};
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
 use super::sandbox::SandboxSettings;
 use crate::chat::AgentKey;
@@ -63,11 +65,11 @@ pub struct TaskFile {
     /// The MCP servers whose tools the agent gets; it starts them itself,
     /// inside its sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp: Vec<crate::mcp::config::McpServer>,
+    pub mcp: Vec<McpServer>,
     /// The tools of the MCP servers the parent reaches for the agent,
     /// which it calls with `mcp_call`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp_remote: Vec<crate::mcp::remote::RemoteTool>,
+    pub mcp_remote: Vec<ListedTool>,
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
     pub durability: DurabilityMode,

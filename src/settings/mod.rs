@@ -27,7 +27,7 @@ pub trait Lookup {
     fn get(&self, env: &str) -> Option<Sourced>;
 
     /// The MCP servers a config file names (`[mcp_servers.NAME]`).
-    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         Vec::new()
     }
 

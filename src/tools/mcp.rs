@@ -18,9 +18,8 @@ use serde_json::Value;
 
 use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
 use crate::mcp::client::{Connection, McpError, ServerLog};
-use crate::mcp::config::{McpServer, tool_name};
-use crate::mcp::remote::RemoteTool;
-use crate::protocol::SUBAGENT_DIR;
+use crate::mcp::config::tool_name;
+use crate::protocol::{ListedTool, McpServer, SUBAGENT_DIR};
 
 /// One server an agent uses, started on demand again when it died.
 struct ServerSlot {
@@ -323,7 +322,7 @@ pub trait McpRelay: Send + Sync {
 
 /// The tools of the servers the parent reaches, as its task file lists
 /// them; without a parent (stand-alone), none.
-pub fn relayed(tools: &[RemoteTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Arc<dyn Tool>> {
+pub fn relayed(tools: &[ListedTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Arc<dyn Tool>> {
     let Some(relay) = relay else {
         return Vec::new();
     };
