@@ -1,7 +1,10 @@
-//! One stdio MCP server, started and spoken to with the official SDK
-//! (rmcp): started by whoever asks (the agent, inside its sandbox; `troupe
-//! mcp list`, to show the tools), in the workspace, with a scrubbed
-//! environment, in a process group of its own that dies with its owner.
+//! One MCP server, started (stdio) or reached (streamable HTTP) and
+//! spoken to with the official SDK (rmcp), once: whether it is started
+//! again is `managed`'s to say. A stdio server runs in the workspace with
+//! the spawn policy of a server (`process::Spawn::server`: a scrubbed
+//! environment, a process group of its own that dies with its owner),
+//! its stderr in a `ServerLog`; one troupe runs for its agents gets a
+//! Landlock domain (`sandbox::Narrow`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,8 +35,9 @@ pub enum McpError {
     Gone { server: String },
 }
 
-/// A running server.
-pub struct Connection {
+/// A running server. Only `managed` holds one: it alone decides when a
+/// server is started, again or not.
+pub(super) struct Connection {
     service: RunningService<RoleClient, ()>,
     /// Its process group, for whoever must kill it.
     pub pgid: Option<i32>,
