@@ -1,7 +1,7 @@
 //! `troupe mcp list`: each configured MCP server started, its tools
 //! printed as the agents would see them, and stopped. Each is an
-//! `mcp::managed::ManagedServer`, started as an agent starts its own but
-//! outside any sandbox, so the list is the one the agents get.
+//! `mcp::managed::ManagedServer` listed through its filter as an agent's
+//! is, but run as the user, outside any sandbox.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
