@@ -128,7 +128,7 @@ pub struct AgentArgs {
     /// each step's end, the run's end; atomic always) or strict (every
     /// write flushed) [env: TROUPE_DURABILITY] [default: commit].
     #[arg(long, value_name = "MODE")]
-    pub durability: Option<crate::fsutil::DurabilityMode>,
+    pub durability: Option<crate::protocol::DurabilityMode>,
 }
 
 impl AgentArgs {
@@ -161,14 +161,14 @@ impl AgentArgs {
         // which keeps them from its commands; one troupe reaches gets them
         // from troupe, and no agent has them.
         let mut mcp_only_env = Vec::new();
-        for server in &mcp {
-            for name in &server.env {
+        for config in &mcp {
+            for name in &config.server.env {
                 if api_key_envs.contains(name) {
                     return Err(UsageError::Said(format!(
                         "an MCP server's env names {name}, which would hand the API key to the agents; only troupe itself talks to the model"
                     )));
                 }
-                if server.is_remote() || hygiene.pass_env.contains(name) {
+                if config.is_remote() || hygiene.pass_env.contains(name) {
                     continue;
                 }
                 hygiene.pass_env.push(name.clone());

@@ -35,9 +35,9 @@ struct ConfigFile {
     /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
     #[serde(default)]
     roles: std::collections::BTreeMap<Role, RoleConfig>,
-    /// `[mcp_servers.NAME]`.
-    #[serde(default)]
-    mcp_servers: std::collections::BTreeMap<String, crate::mcp::config::McpServer>,
+    /// `[mcp_servers.NAME]`, each checked as it is read.
+    #[serde(default, deserialize_with = "crate::mcp::config::read_table")]
+    mcp_servers: Vec<crate::mcp::config::ServerConfig>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -194,15 +194,8 @@ impl Lookup for Sources {
         self.path.as_deref()
     }
 
-    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
-        self.file
-            .mcp_servers
-            .iter()
-            .map(|(name, server)| crate::mcp::config::McpServer {
-                name: name.clone(),
-                ..server.clone()
-            })
-            .collect()
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
+        self.file.mcp_servers.clone()
     }
 }
 

@@ -1,15 +1,19 @@
 //! `troupe mcp list`: each configured MCP server started, its tools
-//! printed as the agents would see them, and stopped.
+//! printed as the agents would see them, and stopped. Each is an
+//! `mcp::managed::ManagedServer` listed through its filter as an agent's
+//! is, but run as the user, outside any sandbox.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
 use super::UsageError;
 use super::config::Sources;
-use crate::mcp::client::Connection;
-use crate::mcp::config::{gather, tool_name};
+use crate::mcp::client::ServerLog;
+use crate::mcp::config::gather;
+use crate::mcp::managed::{ManagedServer, Placement};
 use crate::settings::Lookup;
 
 #[derive(Debug, Args)]
@@ -56,74 +60,53 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     }
     let mut all_started = true;
     let logs = tempfile::tempdir()?;
-    let log_dir = std::sync::Arc::new(crate::fsutil::RecordDir::open(
+    let log_dir = Arc::new(crate::fsutil::RecordDir::open(
         &logs.path().canonicalize()?,
     )?);
-    for server in &servers {
-        let log = crate::mcp::client::ServerLog::new(std::sync::Arc::clone(&log_dir), &server.name);
-        let roles: Vec<&str> = server.roles.iter().map(|r| r.as_str()).collect();
-        let listed = match Connection::start(server, &args.workspace, Some(&log), false).await {
-            Ok(connection) => {
-                let tools = connection.tools(server).await;
-                connection.stop().await;
-                tools
-            }
-            Err(e) => Err(e),
+    for config in &servers {
+        let placement = Placement {
+            workspace: args.workspace.clone(),
+            log: Some(ServerLog::new(Arc::clone(&log_dir), config.name())),
+            narrow: false,
+            groups: None,
         };
-        match listed {
-            Ok(tools) => {
-                let tools: Vec<serde_json::Value> = tools
+        let server = ManagedServer::start(config.server.clone(), placement).await;
+        let roles: Vec<&str> = config.roles.iter().map(|r| r.as_str()).collect();
+        match (server.failure(), args.json) {
+            (Some(e), true) => crate::say!(
+                "{}",
+                serde_json::json!({"server": server.name(), "error": e})
+            ),
+            (Some(e), false) => crate::say!("{}: {e}", server.name()),
+            (None, true) => {
+                let tools: Vec<serde_json::Value> = server
+                    .tools()
                     .iter()
-                    .filter(|t| server.tools.admits(&t.name))
-                    .map(|t| {
-                        serde_json::json!({
-                            "name": tool_name(&server.name, &t.name),
-                            "tool": t.name,
-                            "description": t.description.as_deref().unwrap_or(""),
-                        })
-                    })
+                    .map(|t| serde_json::json!({"name": t.name, "tool": t.tool, "description": t.description}))
                     .collect();
-                match args.json {
-                    true => crate::say!(
-                        "{}",
-                        serde_json::json!({"server": server.name, "roles": roles, "tools": tools})
-                    ),
-                    false => {
-                        crate::say!(
-                            "{} ({}; for {}): {} tool{}",
-                            server.name,
-                            server
-                                .command
-                                .as_deref()
-                                .or(server.url.as_deref())
-                                .unwrap_or(""),
-                            roles.join(", "),
-                            tools.len(),
-                            if tools.len() == 1 { "" } else { "s" }
-                        );
-                        for tool in &tools {
-                            let description = tool["description"].as_str().unwrap_or("");
-                            let first = description.lines().next().unwrap_or("");
-                            crate::say!(
-                                "  {}  {}",
-                                tool["name"].as_str().unwrap_or(""),
-                                crate::text::excerpt(first, 100)
-                            );
-                        }
-                    }
-                }
+                crate::say!(
+                    "{}",
+                    serde_json::json!({"server": server.name(), "roles": roles, "tools": tools})
+                );
             }
-            Err(e) => {
-                all_started = false;
-                match args.json {
-                    true => crate::say!(
-                        "{}",
-                        serde_json::json!({"server": server.name, "error": e.to_string()})
-                    ),
-                    false => crate::say!("{}: {e}", server.name),
+            (None, false) => {
+                let tools = server.tools();
+                crate::say!(
+                    "{} ({}; for {}): {} tool{}",
+                    server.name(),
+                    config.server.transport.target(),
+                    roles.join(", "),
+                    tools.len(),
+                    if tools.len() == 1 { "" } else { "s" }
+                );
+                for tool in tools {
+                    let first = tool.description.lines().next().unwrap_or("");
+                    crate::say!("  {}  {}", tool.name, crate::text::excerpt(first, 100));
                 }
             }
         }
+        all_started &= server.failure().is_none();
+        server.stop().await;
     }
     Ok(match all_started {
         true => ExitCode::SUCCESS,

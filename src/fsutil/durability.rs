@@ -8,11 +8,12 @@
 //! the sealed transcript and the result when it ends, the run's record at
 //! each step's end and at `run_finished`. Between them a power cut may
 //! lose the turns since the last commit point. `--durability strict`
-//! flushes every write.
+//! flushes every write; the mode itself is the task file's
+//! (`protocol::DurabilityMode`), since the agent keeps to it too.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::{Deserialize, Serialize};
+use crate::protocol::DurabilityMode;
 
 /// What one write needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,26 +22,6 @@ pub enum Durability {
     Atomic,
     /// Atomic and flushed to the disk before the write returns.
     Commit,
-}
-
-/// `--durability`: when troupe flushes its records to the disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum DurabilityMode {
-    /// At the commit points only.
-    #[default]
-    Commit,
-    /// On every write.
-    Strict,
-}
-
-impl std::str::FromStr for DurabilityMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        <Self as clap::ValueEnum>::from_str(text, true)
-            .map_err(|_| format!("`{text}` is not a durability: commit or strict"))
-    }
 }
 
 static STRICT: AtomicBool = AtomicBool::new(false);

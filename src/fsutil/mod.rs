@@ -9,7 +9,7 @@ mod pace;
 mod record_dir;
 mod records;
 
-pub use durability::{Durability, DurabilityMode, set_mode};
+pub use durability::{Durability, set_mode};
 pub use latest::LatestWriter;
 pub use pace::{Keeper, Taken, keep_latest};
 

@@ -1,7 +1,10 @@
-//! One stdio MCP server, started and spoken to with the official SDK
-//! (rmcp): started by whoever asks (the agent, inside its sandbox; `troupe
-//! mcp list`, to show the tools), in the workspace, with a scrubbed
-//! environment, in a process group of its own that dies with its owner.
+//! One MCP server, started (stdio) or reached (streamable HTTP) and
+//! spoken to with the official SDK (rmcp), once: whether it is started
+//! again is `managed`'s to say. A stdio server runs in the workspace with
+//! the spawn policy of a server (`process::Spawn::server`: a scrubbed
+//! environment, a process group of its own that dies with its owner),
+//! its stderr in a `ServerLog`; one troupe runs for its agents gets a
+//! Landlock domain (`sandbox::Narrow`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,8 +16,8 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
-use super::config::McpServer;
 use crate::process::Spawn;
+use crate::protocol::{McpServer, Transport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
@@ -32,8 +35,9 @@ pub enum McpError {
     Gone { server: String },
 }
 
-/// A running server.
-pub struct Connection {
+/// A running server. Only `managed` holds one: it alone decides when a
+/// server is started, again or not.
+pub(super) struct Connection {
     service: RunningService<RoleClient, ()>,
     /// Its process group, for whoever must kill it.
     pub pgid: Option<i32>,
@@ -52,12 +56,25 @@ impl Connection {
         log: Option<&ServerLog>,
         narrow: bool,
     ) -> Result<Connection, McpError> {
-        if let Some(url) = &server.url {
-            return Self::reach(server, url).await;
+        match &server.transport {
+            Transport::Http { url } => Self::reach(server, url).await,
+            Transport::Stdio { command, args } => {
+                Self::spawn(server, command, args, workspace, log, narrow).await
+            }
         }
-        let program = server.command.clone().unwrap_or_default();
-        let command_line = std::iter::once(program.as_str())
-            .chain(server.args.iter().map(String::as_str))
+    }
+
+    /// A stdio server: `program` with `args`.
+    async fn spawn(
+        server: &McpServer,
+        program: &str,
+        args: &[String],
+        workspace: &Path,
+        log: Option<&ServerLog>,
+        narrow: bool,
+    ) -> Result<Connection, McpError> {
+        let command_line = std::iter::once(program)
+            .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
         let failed = |why: String| McpError::Start {
@@ -65,8 +82,8 @@ impl Connection {
             command: command_line.clone(),
             why,
         };
-        let mut command = Spawn::server(&server.env).command_for(&program);
-        command.args(&server.args).current_dir(workspace);
+        let mut command = Spawn::server(&server.env).command_for(program);
+        command.args(args).current_dir(workspace);
         if crate::sandbox::git_config_closed() {
             command.env("GIT_CONFIG_GLOBAL", "/dev/null");
         }

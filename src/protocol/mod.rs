@@ -1,9 +1,14 @@
 //! The wire between `troupe` and `troupe-agent`: message types, the task
-//! file, and the line framing with its size cap. Types only, no I/O policy:
-//! both binaries use it, and a child written in any language that speaks
-//! these lines can stand in for `troupe-agent`.
+//! file and what it carries (the sandbox settings, the MCP servers and
+//! their tools, the durability mode), and the line framing with its size
+//! cap. Types only, no I/O policy: both binaries use it, and a child
+//! written in any language that speaks these lines can stand in for
+//! `troupe-agent`. Calls `chat`, `text` and `timefmt`, nothing that does
+//! the work these types describe (`mcp`, `fsutil`, `sandbox` use them).
 
 pub mod codec;
+pub mod durability;
+pub mod mcp;
 pub mod messages;
 #[cfg(test)]
 mod proptests;
@@ -13,6 +18,8 @@ pub mod task;
 pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
+pub use durability::DurabilityMode;
+pub use mcp::{ListedTool, McpServer, ToolFilter, Transport};
 pub use messages::{
     AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, ModelFailure,
     PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,

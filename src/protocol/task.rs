@@ -2,13 +2,16 @@
 //!
 //! The parent writes it to `<agent dir>/.subagent/task.json` and starts the
 //! child with its path. It is part of the contract between the two
-//! binaries, like the messages, so it lives here and neither side owns it.
+//! binaries, like the messages, so it lives here and neither side owns it;
+//! so do the types it carries (`sandbox`, `mcp`, `durability`).
 
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::durability::DurabilityMode;
+use super::mcp::{ListedTool, McpServer};
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
 use super::sandbox::SandboxSettings;
 use crate::chat::AgentKey;
@@ -62,14 +65,14 @@ pub struct TaskFile {
     /// The MCP servers whose tools the agent gets; it starts them itself,
     /// inside its sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp: Vec<crate::mcp::config::McpServer>,
+    pub mcp: Vec<McpServer>,
     /// The tools of the MCP servers the parent reaches for the agent,
     /// which it calls with `mcp_call`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp_remote: Vec<crate::mcp::remote::RemoteTool>,
+    pub mcp_remote: Vec<ListedTool>,
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
-    pub durability: crate::fsutil::DurabilityMode,
+    pub durability: DurabilityMode,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -107,7 +110,7 @@ impl TaskFile {
             sandbox: SandboxSettings::default(),
             mcp: Vec::new(),
             mcp_remote: Vec::new(),
-            durability: crate::fsutil::DurabilityMode::default(),
+            durability: DurabilityMode::default(),
             created_at,
         }
     }

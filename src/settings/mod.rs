@@ -33,7 +33,7 @@ pub trait Lookup {
     }
 
     /// The MCP servers a config file names (`[mcp_servers.NAME]`).
-    fn mcp_servers(&self) -> Vec<crate::mcp::config::McpServer> {
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         Vec::new()
     }
 

@@ -55,9 +55,9 @@ pub struct AgentSettings {
     pub prompts_dir: Option<PathBuf>,
     /// Places each agent elsewhere (`--launcher`).
     pub launcher: Option<Launcher>,
-    pub durability: crate::fsutil::DurabilityMode,
+    pub durability: crate::protocol::DurabilityMode,
     /// Every configured MCP server; each agent gets those of its role.
-    pub mcp: Vec<crate::mcp::config::McpServer>,
+    pub mcp: Vec<crate::mcp::config::ServerConfig>,
     /// The servers troupe reaches for the agents, once connected.
     pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
 }
@@ -73,8 +73,8 @@ impl AgentSettings {
         task.mcp = self
             .mcp
             .iter()
-            .filter(|server| server.serves(task.role) && !server.is_remote())
-            .cloned()
+            .filter(|config| config.serves(task.role) && !config.is_remote())
+            .map(|config| config.server.clone())
             .collect();
         task.mcp_remote = self
             .remote_mcp

@@ -5,31 +5,23 @@
 //! The agent starts each stdio server itself, after its sandbox is in
 //! place, so a server runs with the agent's Landlock domain, without
 //! capabilities or network, with a scrubbed environment, and in the
-//! agent's session (its kill reaches the server). A server that fails is
-//! never the agent's end: its tools answer with a tool error that says
-//! what happened, and a server that died is started again, once.
+//! agent's session (its kill reaches the server). Each is an
+//! `mcp::managed::ManagedServer`, whose rules hold: a server that fails is
+//! never the agent's end, its tools answer with a tool error that says
+//! what happened, and a server that died is started again, once. The
+//! tools of the servers troupe reaches for the agent are asked of it over
+//! the pipe (`McpRelay`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
-use crate::mcp::client::{Connection, McpError, ServerLog};
-use crate::mcp::config::{McpServer, tool_name};
-use crate::mcp::remote::RemoteTool;
-use crate::protocol::SUBAGENT_DIR;
-
-/// One server an agent uses, started on demand again when it died.
-struct ServerSlot {
-    config: McpServer,
-    workspace: PathBuf,
-    log: ServerLog,
-    connection: tokio::sync::Mutex<Option<Connection>>,
-    restarted: AtomicBool,
-}
+use crate::mcp::client::ServerLog;
+use crate::mcp::managed::{ManagedServer, Placement};
+use crate::protocol::{ListedTool, McpServer, SUBAGENT_DIR};
 
 /// The tools of every server the agent was given, and a line for each
 /// server that could not be used.
@@ -38,67 +30,36 @@ pub struct Started {
     pub warnings: Vec<String>,
 }
 
-/// Starts `servers` (at once), lists their tools and keeps those their
-/// filters admit.
+/// Starts `servers` (at once), each in the workspace with its stderr in
+/// `.subagent/mcp-<name>.log` and its process group among those that die
+/// with the agent, and gives the tools they list.
 pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
     if !servers.is_empty() {
         ctx.commands.await_bounds();
     }
-    let starts = servers.iter().map(|config| {
-        let slot = Arc::new(ServerSlot {
-            config: config.clone(),
+    let starts = servers.iter().map(|server| {
+        let placement = Placement {
             workspace: ctx.fence.workspace().to_path_buf(),
-            log: ServerLog::new(Arc::clone(&ctx.records), &config.name),
-            connection: tokio::sync::Mutex::new(None),
-            restarted: AtomicBool::new(false),
-        });
-        async move {
-            let listed = async {
-                let connection =
-                    Connection::start(&slot.config, &slot.workspace, Some(&slot.log), false)
-                        .await?;
-                if let Some(pgid) = connection.pgid {
-                    ctx.groups.add(pgid);
-                }
-                let tools = connection.tools(&slot.config).await;
-                *slot.connection.lock().await = Some(connection);
-                tools
-            }
-            .await;
-            (slot, listed)
-        }
+            log: Some(ServerLog::new(Arc::clone(&ctx.records), &server.name)),
+            narrow: false,
+            groups: Some(Arc::clone(&ctx.groups)),
+        };
+        ManagedServer::start(server.clone(), placement)
     });
     let mut started = Started {
         tools: Vec::new(),
         warnings: Vec::new(),
     };
-    for (slot, listed) in futures_util::future::join_all(starts).await {
-        match listed {
-            Ok(tools) => {
-                for tool in tools
-                    .into_iter()
-                    .filter(|t| slot.config.tools.admits(&t.name))
-                {
-                    started.tools.push(Arc::new(McpTool::own(&slot, &tool)));
-                }
-            }
-            Err(e) => {
-                // Tools the filter names still answer, with why they cannot.
-                for name in slot.config.tools.allow.iter().flatten() {
-                    let tool = rmcp::model::Tool::new(
-                        name.clone(),
-                        format!(
-                            "{name} of the MCP server {} (which did not start)",
-                            slot.config.name
-                        ),
-                        Arc::new(serde_json::Map::new()),
-                    );
-                    started.tools.push(Arc::new(McpTool::own(&slot, &tool)));
-                }
-                started
-                    .warnings
-                    .push(format!("{e}; its tools are not available"));
-            }
+    for server in futures_util::future::join_all(starts).await {
+        let server = Arc::new(server);
+        if let Some(failure) = server.failure() {
+            started
+                .warnings
+                .push(format!("{failure}; its tools are not available"));
+        }
+        for tool in server.tools() {
+            let reach = Reach::Own(Arc::clone(&server));
+            started.tools.push(Arc::new(McpTool::new(reach, tool)));
         }
     }
     started
@@ -107,7 +68,7 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
 /// How a tool's server is reached.
 enum Reach {
     /// The agent's own server, started by it.
-    Own(Arc<ServerSlot>),
+    Own(Arc<ManagedServer>),
     /// One troupe reaches for the agent, over the pipe.
     Relayed {
         relay: Arc<dyn McpRelay>,
@@ -126,41 +87,26 @@ struct McpTool {
 }
 
 impl McpTool {
-    /// `name` for the model, `remote` on `server`, with the server's own
-    /// description and input schema.
-    fn new(reach: Reach, server: &str, remote: &str, description: &str, schema: Value) -> Self {
+    /// `tool`, with the server's own description and input schema.
+    fn new(reach: Reach, tool: &ListedTool) -> Self {
         // A tool's name and description live as long as the agent, which
         // makes a handful at start: leaked once, they fit `About`, which
         // the built-in tools fill with constants.
-        let name: &'static str = Box::leak(tool_name(server, remote).into_boxed_str());
-        let description: &'static str =
-            Box::leak(format!("{description} (MCP server `{server}`)").into_boxed_str());
-        let mut parameters = schema;
+        let name: &'static str = Box::leak(tool.name.clone().into_boxed_str());
+        let description: &'static str = Box::leak(
+            format!("{} (MCP server `{}`)", tool.description, tool.server).into_boxed_str(),
+        );
+        let mut parameters = tool.input_schema.clone();
         if parameters.get("type").is_none() {
             parameters["type"] = Value::from("object");
         }
         McpTool {
             reach,
-            remote: remote.to_string(),
+            remote: tool.tool.clone(),
             about: About::changing(name, description).counting(Counter::McpCalls),
             parameters,
             saved: AtomicU64::new(0),
         }
-    }
-
-    /// The agent's own server's `tool`.
-    fn own(slot: &Arc<ServerSlot>, tool: &rmcp::model::Tool) -> Self {
-        let description = tool
-            .description
-            .as_deref()
-            .unwrap_or("(the server gives no description)");
-        McpTool::new(
-            Reach::Own(Arc::clone(slot)),
-            &slot.config.name,
-            &tool.name,
-            description,
-            Value::Object((*tool.input_schema).clone()),
-        )
     }
 
     async fn call_reached(
@@ -169,75 +115,21 @@ impl McpTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let arguments = object_arguments(arguments, self.about.name)?;
-        match &self.reach {
-            Reach::Own(slot) => self.run(slot, arguments, ctx).await,
+        let answer = match &self.reach {
+            Reach::Own(server) => server
+                .call(&self.remote, arguments)
+                .await
+                .map_err(|e| e.to_string()),
             Reach::Relayed { relay, server } => {
-                match relay
+                relay
                     .call(server, &self.remote, Value::Object(arguments))
                     .await
-                {
-                    Ok(result) => Ok(render(&result, &self.remote, &self.saved, ctx)),
-                    Err(why) => Ok(failed(why)),
-                }
             }
-        }
-    }
-
-    /// A call of the agent's own server, started again once if it is gone.
-    async fn run(
-        &self,
-        slot: &ServerSlot,
-        arguments: serde_json::Map<String, Value>,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let config = &slot.config;
-        let mut connection = slot.connection.lock().await;
-        // Twice at most: a server found gone, before the call or by it,
-        // is started again once per agent, and the call made again.
-        for _ in 0..2 {
-            if connection.as_ref().is_none_or(Connection::is_closed) {
-                if let Some(old) = connection.take() {
-                    old.stop().await;
-                }
-                if slot.restarted.swap(true, Ordering::SeqCst) {
-                    return Ok(failed(format!(
-                        "the MCP server `{}` is not running and was started again once already; its tools are not available",
-                        config.name
-                    )));
-                }
-                match Connection::start(config, &slot.workspace, Some(&slot.log), false).await {
-                    Ok(started) => {
-                        if let Some(pgid) = started.pgid {
-                            ctx.groups.add(pgid);
-                        }
-                        *connection = Some(started);
-                    }
-                    Err(e) => return Ok(failed(e.to_string())),
-                }
-            }
-            let Some(live) = connection.as_ref() else {
-                continue;
-            };
-            match live.call(config, &self.remote, arguments.clone()).await {
-                Ok(result) => return Ok(render(&result, &self.remote, &self.saved, ctx)),
-                Err(e @ McpError::Timeout { .. }) => {
-                    return Ok(failed(format!(
-                        "{e}; the call was abandoned (timeout_secs {})",
-                        config.timeout_secs
-                    )));
-                }
-                Err(McpError::Gone { .. }) => {
-                    if let Some(old) = connection.take() {
-                        old.stop().await;
-                    }
-                }
-                Err(e) => return Ok(failed(e.to_string())),
-            }
-        }
-        Ok(failed(format!(
-            "the MCP server `{}` is gone and was started again once already; its tools are not available",
-            config.name
-        )))
+        };
+        Ok(match answer {
+            Ok(result) => render(&result, &self.remote, &self.saved, ctx),
+            Err(why) => failed(why),
+        })
     }
 }
 
@@ -323,7 +215,7 @@ pub trait McpRelay: Send + Sync {
 
 /// The tools of the servers the parent reaches, as its task file lists
 /// them; without a parent (stand-alone), none.
-pub fn relayed(tools: &[RemoteTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Arc<dyn Tool>> {
+pub fn relayed(tools: &[ListedTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Arc<dyn Tool>> {
     let Some(relay) = relay else {
         return Vec::new();
     };
@@ -334,13 +226,7 @@ pub fn relayed(tools: &[RemoteTool], relay: Option<Arc<dyn McpRelay>>) -> Vec<Ar
                 relay: Arc::clone(&relay),
                 server: tool.server.clone(),
             };
-            Arc::new(McpTool::new(
-                reach,
-                &tool.server,
-                &tool.tool,
-                &tool.description,
-                tool.input_schema.clone(),
-            )) as Arc<dyn Tool>
+            Arc::new(McpTool::new(reach, tool)) as Arc<dyn Tool>
         })
         .collect()
 }

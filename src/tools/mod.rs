@@ -125,7 +125,8 @@ pub struct ToolContext {
     pub records: Arc<RecordDir>,
     pub limits: AgentLimits,
     pub commands: CommandSetting,
-    pub groups: ProcessGroups,
+    /// Shared with the MCP servers the agent starts, which join it.
+    pub groups: Arc<ProcessGroups>,
     pub written: Mutex<BTreeSet<PathBuf>>,
 }
 
@@ -165,7 +166,7 @@ impl ToolContext {
             records,
             limits,
             commands,
-            groups: ProcessGroups::default(),
+            groups: Arc::default(),
             written: Mutex::new(BTreeSet::new()),
         }
     }
