@@ -92,12 +92,11 @@ pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             (None, false) => {
                 let tools = server.tools();
                 crate::say!(
-                    "{} ({}; for {}): {} tool{}",
+                    "{} ({}; for {}): {}",
                     server.name(),
                     config.server.transport.target(),
                     roles.join(", "),
-                    tools.len(),
-                    if tools.len() == 1 { "" } else { "s" }
+                    crate::text::count(tools.len(), "tool")
                 );
                 for tool in tools {
                     let first = tool.description.lines().next().unwrap_or("");
