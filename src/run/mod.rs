@@ -10,6 +10,7 @@ mod briefs;
 mod budget;
 mod claims;
 mod context;
+mod end;
 mod events;
 pub mod isolation;
 mod liveness;
@@ -33,7 +34,7 @@ use chrono::Utc;
 use serde::Serialize;
 
 pub use self::context::{AgentLines, TeamSettings};
-pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
+pub use self::end::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner, ReplanContext};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
 pub use self::resume::find_run;
@@ -51,7 +52,7 @@ use crate::llm::{ChatModel, RetryObserver};
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
 use crate::run::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
-use crate::signal::StopSignal;
+use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
 
@@ -193,7 +194,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         Some(run_dir.join("planner").join("conversations.json")),
     )
     .with_retries(retries);
-    let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
+    let mut owner = Owner::new(&ctx, record, recorder);
     let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await;
     still_running.abort();
     let exit_code = exit_code?;
@@ -255,10 +256,7 @@ async fn conduct(
         let stop = ctx.stop.clone();
         tokio::spawn(async move {
             tokio::time::sleep(deadline).await;
-            stop.trigger(format!(
-                "the run's deadline of {} s passed (--deadline)",
-                deadline.as_secs()
-            ));
+            stop.trigger(StopCause::Deadline(deadline));
         });
     }
     tokio::select! {
