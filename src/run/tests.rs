@@ -1,7 +1,8 @@
-//! The scheduler, driven in-process: a scripted `AgentRunner` stands in
-//! for the child processes and tokio's paused clock for time, so retries,
-//! reviews, skips, replans, budgets, the deadline, Ctrl-C and resume are
-//! tested without a process or a real sleep.
+//! The scheduler, driven in-process through the same wiring as `troupe
+//! run` (`wiring::run`): a scripted `AgentRunner` stands in for the child
+//! processes and tokio's paused clock for time, so retries, reviews,
+//! skips, replans, budgets, the deadline, Ctrl-C and resume are tested
+//! without a process or a real sleep.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -284,39 +285,42 @@ async fn run_stopped(
         });
     }
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let runner = ScriptedRunner {
-        acts: acts
-            .into_iter()
-            .map(|((step, role, attempt), acts)| ((step.to_string(), role, attempt), acts))
-            .collect(),
-        started: Instant::now(),
-        stop: stop.clone(),
-        asked: Arc::clone(&asked),
+    let acts = acts
+        .into_iter()
+        .map(|((step, role, attempt), acts)| ((step.to_string(), role, attempt), acts))
+        .collect();
+    let runner = |agents: wiring::Agents| -> Box<dyn AgentRunner> {
+        Box::new(ScriptedRunner {
+            acts,
+            started: Instant::now(),
+            stop: agents.stop,
+            asked: Arc::clone(&asked),
+        })
     };
-    let budget = budget::Budget::new(team.max_agents, team.max_tokens)
-        .already_spent(record.totals.agents, record.totals.token_usage);
-    let ctx = RunContext {
-        goal: record.goal.clone(),
-        workspace: workspace.clone(),
+    let role = RoleModel {
+        model: Arc::clone(&model),
+        context_window: None,
+        max_output_tokens: None,
+    };
+    let models = TeamModels {
+        planner: model,
+        workers: role.clone(),
+        reviewers: role,
+    };
+    let wiring = wiring::Wiring {
+        workspace,
         run_dir: run_dir.clone(),
+        record,
         team,
         prompts_dir: None,
-        runner: Box::new(runner),
-        budget,
-        stop,
         max_file_size: None,
-        isolation: std::sync::OnceLock::new(),
+        json: false,
+        stop,
+        interrupts: Interrupts::new(),
+        isolation: None,
     };
-    let record = Arc::new(record);
-    let recorder = Recorder::create(&run_dir, &record, false).unwrap();
-    let interrupts = Interrupts::new();
-    let mut planner = Planner::new(ctx.budget.counting(model), None, None);
-    let mut owner = Owner::new(&ctx, record, recorder);
-    let code = conduct(&mut owner, &mut planner, &interrupts, opening)
-        .await
-        .unwrap();
-    let record = owner.record().clone();
-    drop(owner);
+    let code = wiring::run(wiring, models, runner, opening).await.unwrap();
+    let record = crate::fsutil::read_json(&run_dir.join("run.json"), "run.json").unwrap();
     let events = std::fs::read_to_string(run_dir.join("events.jsonl"))
         .unwrap()
         .lines()
