@@ -11,14 +11,14 @@ use std::io::{IsTerminal, Write};
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::signal::StopSignal;
+use crate::signal::{Interruption, StopSignal};
 
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
-static CLOSED: LazyLock<StopSignal> = LazyLock::new(StopSignal::default);
+static CLOSED: LazyLock<StopSignal<Interruption>> = LazyLock::new(StopSignal::default);
 
 /// Triggered when stdout or stderr could not be written.
-pub fn closed() -> StopSignal {
+pub fn closed() -> StopSignal<Interruption> {
     CLOSED.clone()
 }
 
@@ -49,7 +49,12 @@ pub fn err(text: &str) {
     );
 }
 
-fn write(stream: &mut dyn Write, text: &str, (closed, terminal): (&AtomicBool, bool), name: &str) {
+fn write(
+    stream: &mut dyn Write,
+    text: &str,
+    (closed, terminal): (&AtomicBool, bool),
+    name: &'static str,
+) {
     if closed.load(Ordering::Relaxed) {
         return;
     }
@@ -63,7 +68,7 @@ fn write(stream: &mut dyn Write, text: &str, (closed, terminal): (&AtomicBool, b
         .is_err()
     {
         closed.store(true, Ordering::Relaxed);
-        CLOSED.trigger(format!("its {name} was closed"));
+        CLOSED.trigger(Interruption::Closed(name));
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod birth;
 mod calls;
+mod cancel;
 mod compaction;
 mod deliverables;
 mod outbox;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::calls::CallRunner;
+use self::cancel::CancelCause;
 use self::outbox::Outbox;
 use self::parent_model::ParentModel;
 use self::session::{LoopEnd, Session};
@@ -190,7 +192,7 @@ async fn run_task(
         tmp_dir: _,
         limit_events,
     } = confined;
-    let cancel = StopSignal::default();
+    let cancel = StopSignal::<CancelCause>::default();
     watch_sigterm(cancel.clone());
     let (model, relay): (Arc<dyn ChatModel>, Option<Arc<dyn McpRelay>>) = match model {
         Some(model) => (model, None),
@@ -310,11 +312,11 @@ fn report(
             out.send(&FromChild::Verdict(verdict));
             (sealed, ExitCode::SUCCESS)
         }
-        LoopEnd::Cancelled { reason } => {
+        LoopEnd::Cancelled(cause) => {
             let sealed = transcript.finish(
                 AgentStatus::Terminated,
                 None,
-                Some(format!("cancelled: {reason}")),
+                Some(format!("cancelled: {cause}")),
             );
             out.send(&FromChild::Stats(stats));
             (sealed, ExitCode::FAILURE)
@@ -374,12 +376,12 @@ fn start_heartbeat(
 
 /// SIGTERM (a launcher or a user stopping the child) cancels like the
 /// parent's `cancel`, so the transcript is sealed on the way out.
-fn watch_sigterm(cancel: StopSignal) {
+fn watch_sigterm(cancel: StopSignal<CancelCause>) {
     use tokio::signal::unix::{SignalKind, signal};
     if let Ok(mut term) = signal(SignalKind::terminate()) {
         tokio::spawn(async move {
             if term.recv().await.is_some() {
-                cancel.trigger("SIGTERM");
+                cancel.trigger(CancelCause::Sigterm);
             }
         });
     }

@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::cancel::CancelCause;
 use super::outbox::Outbox;
 
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
@@ -73,7 +74,7 @@ impl ParentMcp {
 
 impl ParentModel {
     /// The model, with the stdin reader started behind it.
-    pub fn start(out: Outbox, cancel: StopSignal) -> Self {
+    pub fn start(out: Outbox, cancel: StopSignal<CancelCause>) -> Self {
         let waiting: Waiters = Arc::default();
         let mcp_waiting: McpWaiters = Arc::default();
         tokio::spawn(read_stdin(
@@ -121,7 +122,7 @@ impl ChatModel for ParentModel {
     }
 }
 
-async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSignal) {
+async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSignal<CancelCause>) {
     let mut lines = LineReader::new(
         tokio::io::BufReader::new(super::stdio::input()),
         DEFAULT_LINE_CAP,
@@ -168,7 +169,7 @@ async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSigna
                     let _ = waiter.send(answer);
                 }
             }
-            Ok(ToChild::Cancel { reason }) => cancel.trigger(reason.as_str()),
+            Ok(ToChild::Cancel { reason }) => cancel.trigger(CancelCause::Parent(reason)),
             Ok(ToChild::Unknown) => {
                 let kind = crate::protocol::codec::type_of(&line);
                 crate::tell!("troupe-agent: ignoring a message of unknown type `{kind}`");
@@ -176,7 +177,7 @@ async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSigna
             Err(e) => crate::tell!("troupe-agent: ignoring a bad line from the parent: {e}"),
         }
     }
-    cancel.trigger("the parent closed the pipe");
+    cancel.trigger(CancelCause::ParentGone);
     if let Ok(mut waiting) = waiting.lock() {
         waiting.clear();
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::calls::{CallResult, CallRunner};
+use super::cancel::CancelCause;
 use super::compaction::{ContextView, Step};
 use crate::chat::{Message, ToolCall, ToolSpec};
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
@@ -35,9 +36,8 @@ pub enum LoopEnd {
     },
     /// A reviewer's verdict.
     Verdict(VerdictReport),
-    Cancelled {
-        reason: String,
-    },
+    /// Cancelled before it could end by itself.
+    Cancelled(CancelCause),
     /// The conversation no longer fits the model's context, compacted as
     /// far as it goes; the endpoint's refusal.
     ContextExhausted(LlmError),
@@ -73,7 +73,7 @@ pub struct Session<'a> {
     pub model: Arc<dyn ChatModel>,
     pub calls: CallRunner,
     pub transcript: &'a mut TranscriptWriter,
-    pub cancel: StopSignal,
+    pub cancel: StopSignal<CancelCause>,
     /// Every tool call so far, for stagnation.
     history: Vec<String>,
     /// Model turns begun so far.
@@ -92,7 +92,7 @@ impl<'a> Session<'a> {
         model: Arc<dyn ChatModel>,
         calls: CallRunner,
         transcript: &'a mut TranscriptWriter,
-        cancel: StopSignal,
+        cancel: StopSignal<CancelCause>,
     ) -> Self {
         Session {
             task,
@@ -317,7 +317,7 @@ impl<'a> Session<'a> {
         let asked = std::time::Instant::now();
         let answer = self.cancel.race(self.model.complete(request)).await;
         self.calls.stats.waited(asked.elapsed());
-        answer.map_err(cancelled)
+        answer.map_err(LoopEnd::Cancelled)
     }
 
     /// Runs a turn's calls and records their results, in the order asked.
@@ -326,7 +326,7 @@ impl<'a> Session<'a> {
             .cancel
             .race(self.calls.run_all(calls))
             .await
-            .map_err(cancelled)?;
+            .map_err(LoopEnd::Cancelled)?;
         for (call, result) in calls.iter().zip(&results) {
             self.push(Message::tool_result(&call.id, result.output.model_text()))?;
         }
@@ -398,10 +398,6 @@ impl<'a> Session<'a> {
             ),
         ]
     }
-}
-
-fn cancelled(reason: String) -> LoopEnd {
-    LoopEnd::Cancelled { reason }
 }
 
 /// A call's identity for stagnation: its name and its arguments with keys

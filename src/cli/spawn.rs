@@ -16,7 +16,7 @@ use crate::mcp::remote::RemoteServers;
 use crate::protocol::AgentStatus;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::settings::model::ModelFlags;
-use crate::signal::StopSignal;
+use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
 use crate::supervisor::notify::on_finish;
 use crate::supervisor::registry::{self, AgentLock};
@@ -144,12 +144,14 @@ async fn supervise(
     let result_path = task.subagent_dir().join("result.json");
     let config = SpawnConfig::new(task, settings, stop.clone(), "spawn");
     let interrupts = Interrupts::new();
-    interrupts.watch(stop).context("cannot watch for Ctrl-C")?;
+    interrupts
+        .watch(stop.clone())
+        .context("cannot watch for Ctrl-C")?;
     let result = tokio::select! {
         run = run_prepared(config, model, &tracker) => run?.result,
-        reason = interrupts.killed() => {
+        by = interrupts.killed() => {
             tracker.finish(AgentStatus::Terminated);
-            crate::tell!("troupe: {reason}: the agent was killed; its transcript is as it last wrote it");
+            crate::tell!("troupe: interrupted twice ({by}): the agent was killed; its transcript is as it last wrote it");
             return Ok(ExitCode::from(EXIT_INTERRUPTED));
         }
     };
@@ -159,7 +161,8 @@ async fn supervise(
     if let Some(command) = &args.on_finish {
         on_finish(command, &result_path).await;
     }
-    Ok(match (interrupts.interrupted(), result.success) {
+    let interrupted = matches!(stop.cause(), Some(StopCause::Interrupted(_)));
+    Ok(match (interrupted, result.success) {
         (true, _) => ExitCode::from(EXIT_INTERRUPTED),
         (false, true) => ExitCode::SUCCESS,
         (false, false) => ExitCode::FAILURE,

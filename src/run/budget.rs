@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 
 use crate::chat::Usage;
 use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError};
+use crate::signal::Exhausted;
 
 pub struct Budget {
     max_agents: u32,
@@ -54,25 +55,22 @@ impl Budget {
         self
     }
 
-    /// Why no new agent may start, if that is so.
-    pub fn exhausted(&self) -> Option<String> {
+    /// Which budget keeps a new agent from starting, if one does.
+    pub fn exhausted(&self) -> Option<Exhausted> {
         if self.agents.load(Ordering::Relaxed) >= self.max_agents {
-            return Some(format!(
-                "the run started its {} agents (--max-agents); no new agent starts",
-                self.max_agents
-            ));
+            return Some(Exhausted::Agents {
+                max: self.max_agents,
+            });
         }
-        let total = self.spent.total.load(Ordering::Relaxed);
+        let spent = self.spent.total.load(Ordering::Relaxed);
         match self.max_tokens {
-            Some(max) if total >= max => Some(format!(
-                "the run spent {total} tokens of its {max} (--max-tokens); no new agent starts"
-            )),
+            Some(max) if spent >= max => Some(Exhausted::Tokens { spent, max }),
             _ => None,
         }
     }
 
-    /// Counts one more agent, or says why it may not start.
-    pub fn admit(&self) -> Result<(), String> {
+    /// Counts one more agent, or says which budget keeps it from starting.
+    pub fn admit(&self) -> Result<(), Exhausted> {
         if let Some(why) = self.exhausted() {
             return Err(why);
         }

@@ -10,6 +10,7 @@ mod briefs;
 mod budget;
 mod claims;
 mod context;
+mod end;
 mod events;
 pub mod isolation;
 mod liveness;
@@ -25,6 +26,7 @@ mod step;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod wiring;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,25 +35,22 @@ use chrono::Utc;
 use serde::Serialize;
 
 pub use self::context::{AgentLines, TeamSettings};
-pub use self::owner::{EXIT_DEADLINE, EXIT_FAILED};
+pub use self::end::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner, ReplanContext};
 pub use self::record::{RunRecord, RunStatus, StepStatus};
 pub use self::resume::find_run;
 pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunFuture};
 
-use self::budget::Budget;
-use self::context::RunContext;
 use self::events::RunEvent;
-use self::liveness::Liveness;
 use self::owner::Owner;
 use self::record::{StepRecord, Totals};
-use self::recorder::Recorder;
 use self::resume::ResumeError;
-use crate::llm::{ChatModel, RetryObserver};
+use self::wiring::{Agents, Wiring};
+use crate::llm::ChatModel;
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
 use crate::run::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
-use crate::signal::StopSignal;
+use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
 
@@ -135,7 +134,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         stop: stop.clone(),
         max_file_size,
     };
-    let resumed_isolation = match &record.isolation {
+    let isolation = match &record.isolation {
         Some(isolation) => Some(
             Worktrees::resume(isolation.clone(), &config.workspace, &run_dir, bounds)
                 .await
@@ -143,60 +142,35 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         ),
         None => None,
     };
-    let budget = Budget::new(config.team.max_agents, config.team.max_tokens)
-        .already_spent(record.totals.agents, record.totals.token_usage);
-    let counted = |role: RoleModel| RoleModel {
-        model: budget.counting(role.model),
-        ..role
-    };
-    let workers = counted(models.workers);
-    let reviewers = counted(models.reviewers);
-    let planner_model = budget.counting(models.planner);
-    let record = Arc::new(record);
-    let recorder = Recorder::create(&run_dir, &record, config.json)?;
     let interrupts = Interrupts::new();
     interrupts.watch(stop.clone())?;
-    let prompts_dir = config.agents.prompts_dir.clone();
-    let liveness = Arc::new(Liveness::default());
-    let still_running = self::liveness::start(Arc::clone(&liveness));
-    let runner = ProcessRunner {
-        settings: config.agents,
-        run_id: record.run_id.clone(),
-        workspace: config.workspace.clone(),
-        workers,
-        reviewers,
-        stop: stop.clone(),
-        lines: AgentLines::new(config.team.verbose, recorder.log(), Arc::clone(&liveness)),
-    };
-    let ctx = RunContext {
-        goal: record.goal.clone(),
+    let settings = config.agents;
+    let run_id = record.run_id.clone();
+    let workspace = config.workspace.clone();
+    let wiring = Wiring {
         workspace: config.workspace,
         run_dir: run_dir.clone(),
+        record,
         team: config.team,
-        prompts_dir: prompts_dir.clone(),
-        runner: Box::new(runner),
-        budget,
-        stop,
+        prompts_dir: settings.prompts_dir.clone(),
         max_file_size,
-        isolation: std::sync::OnceLock::new(),
+        json: config.json,
+        stop,
+        interrupts,
+        isolation,
     };
-    if let Some(trees) = resumed_isolation {
-        let _ = ctx.isolation.set(trees);
-    }
-    let log = recorder.log();
-    let retries = RetryObserver(Arc::new(move |retry: &crate::llm::Retrying| {
-        log.event(&RunEvent::retry("planner", retry));
-    }));
-    let mut planner = Planner::new(
-        planner_model,
-        prompts_dir,
-        Some(run_dir.join("planner").join("conversations.json")),
-    )
-    .with_retries(retries);
-    let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
-    let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await;
-    still_running.abort();
-    let exit_code = exit_code?;
+    let runner = |agents: Agents| -> Box<dyn AgentRunner> {
+        Box::new(ProcessRunner {
+            settings,
+            run_id,
+            workspace,
+            workers: agents.workers,
+            reviewers: agents.reviewers,
+            stop: agents.stop,
+            lines: agents.lines,
+        })
+    };
+    let exit_code = wiring::run(wiring, models, runner, opening).await?;
     Ok(TeamOutcome { exit_code, run_dir })
 }
 
@@ -255,10 +229,7 @@ async fn conduct(
         let stop = ctx.stop.clone();
         tokio::spawn(async move {
             tokio::time::sleep(deadline).await;
-            stop.trigger(format!(
-                "the run's deadline of {} s passed (--deadline)",
-                deadline.as_secs()
-            ));
+            stop.trigger(StopCause::Deadline(deadline));
         });
     }
     tokio::select! {

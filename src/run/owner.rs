@@ -20,6 +20,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::context::RunContext;
+use super::end::RunEnd;
 use super::events::{Limit, RunEvent};
 use super::planner::{PlanFailure, Planner, ReplanContext};
 use super::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
@@ -28,31 +29,20 @@ use super::replan::{replaced_by_replan, replan_input, replan_reason};
 use super::step::{ReviewOutcome, StepEnd, StepEvent, StepStart, run_step};
 use super::summary::summary_table;
 use crate::protocol::AgentRole;
-use crate::supervisor::interrupt::{EXIT_INTERRUPTED, Interrupts};
-
-/// Exit codes (SPEC section 4).
-pub const EXIT_FAILED: u8 = 1;
-pub const EXIT_DEADLINE: u8 = 124;
+use crate::signal::StopCause;
 
 pub struct Owner<'c> {
     ctx: &'c RunContext,
     record: Arc<RunRecord>,
     recorder: Recorder,
-    interrupts: Interrupts,
 }
 
 impl<'c> Owner<'c> {
-    pub fn new(
-        ctx: &'c RunContext,
-        record: Arc<RunRecord>,
-        recorder: Recorder,
-        interrupts: Interrupts,
-    ) -> Self {
+    pub fn new(ctx: &'c RunContext, record: Arc<RunRecord>, recorder: Recorder) -> Self {
         Owner {
             ctx,
             record,
             recorder,
-            interrupts,
         }
     }
 
@@ -95,16 +85,12 @@ impl<'c> Owner<'c> {
         loop {
             while running.len() < ctx.team.max_parallel
                 && replan_due.is_none()
-                && ctx.stop.reason().is_none()
+                && ctx.stop.cause().is_none()
             {
-                if let Some(reason) = ctx.budget.exhausted() {
+                if let Some(exhausted) = ctx.budget.exhausted() {
                     if !limit_noted {
                         limit_noted = true;
-                        let event = RunEvent::LimitReached {
-                            limit: Limit::Budget,
-                            reason: reason.clone(),
-                        };
-                        self.emit(event, |run| run.reason = Some(reason));
+                        self.note_stop(StopCause::Budget(exhausted));
                     }
                     break;
                 }
@@ -122,7 +108,7 @@ impl<'c> Owner<'c> {
             }
             if running.is_empty() {
                 match replan_due.take() {
-                    Some(reason) if ctx.stop.reason().is_none() => {
+                    Some(reason) if ctx.stop.cause().is_none() => {
                         self.replan(planner, reason).await;
                         continue;
                     }
@@ -132,9 +118,9 @@ impl<'c> Owner<'c> {
             tokio::select! {
                 // The stop first, so that it is recorded before what it ends.
                 biased;
-                reason = ctx.stop.stopped(), if !stop_noted => {
+                cause = ctx.stop.stopped(), if !stop_noted => {
                     stop_noted = true;
-                    self.note_stop(reason);
+                    self.note_stop(cause);
                 }
                 Some((id, event)) = inbox.recv() => self.apply(&id, event),
                 Some((id, end)) = running.next() => {
@@ -154,25 +140,37 @@ impl<'c> Owner<'c> {
                 }
             }
         }
-        if let Some(reason) = ctx.stop.reason().filter(|_| !stop_noted) {
-            self.note_stop(reason);
+        if let Some(cause) = ctx.stop.cause().filter(|_| !stop_noted) {
+            self.note_stop(cause);
         }
         self.skip_leftovers();
     }
 
-    /// The run was stopped: by Ctrl-C, or by its deadline.
-    fn note_stop(&mut self, reason: String) {
-        let event = if self.interrupts.interrupted() {
-            RunEvent::Interrupted {
+    /// The run stopped starting agents, for `cause`, which becomes its
+    /// reason.
+    fn note_stop(&mut self, cause: StopCause) {
+        let reason = cause.to_string();
+        let event = match cause {
+            StopCause::Interrupted(_) => RunEvent::Interrupted {
                 reason: reason.clone(),
-            }
-        } else {
-            RunEvent::LimitReached {
+            },
+            StopCause::Deadline(_) => RunEvent::LimitReached {
                 limit: Limit::Deadline,
                 reason: reason.clone(),
-            }
+            },
+            StopCause::Budget(_) => RunEvent::LimitReached {
+                limit: Limit::Budget,
+                reason: reason.clone(),
+            },
         };
         self.emit(event, |run| run.reason = Some(reason));
+    }
+
+    /// Whether the run's signal was Ctrl-C (or SIGTERM, or a closed
+    /// output): what it cut short is then interrupted, not failed, and
+    /// `--resume` runs it again.
+    fn interrupted(&self) -> bool {
+        matches!(self.ctx.stop.cause(), Some(StopCause::Interrupted(_)))
     }
 
     /// The first pending step, in plan order, whose dependencies are all
@@ -410,7 +408,7 @@ impl<'c> Owner<'c> {
             ),
             // A step cut short by Ctrl-C is not a failure of the step:
             // `--resume` runs it again.
-            StepEnd::Failed(failure) if self.interrupts.interrupted() => {
+            StepEnd::Failed(failure) if self.interrupted() => {
                 let reason = failure.to_string();
                 (
                     RunEvent::StepInterrupted {
@@ -492,7 +490,7 @@ impl<'c> Owner<'c> {
     /// Whatever is still pending when nothing more can start; after Ctrl-C
     /// they stay pending, for `--resume`.
     fn skip_leftovers(&mut self) {
-        if self.interrupts.interrupted() {
+        if self.interrupted() {
             return;
         }
         let pending: Vec<String> = self
@@ -505,9 +503,12 @@ impl<'c> Owner<'c> {
         let why = self
             .ctx
             .stop
-            .reason()
-            .or_else(|| self.ctx.budget.exhausted())
-            .unwrap_or_else(|| "its dependencies did not complete".to_string());
+            .cause()
+            .or_else(|| self.ctx.budget.exhausted().map(StopCause::Budget))
+            .map_or_else(
+                || "its dependencies did not complete".to_string(),
+                |cause| cause.to_string(),
+            );
         for id in pending {
             self.skip(&id, why.clone());
         }
@@ -608,13 +609,8 @@ impl<'c> Owner<'c> {
     pub fn finish(&mut self) -> u8 {
         let accept = self.ctx.team.accept_unreviewed;
         let all_done = self.record.steps.iter().all(|s| s.is_settled(accept));
-        let interrupted = self.interrupts.interrupted();
-        let (status, exit_code) = match (interrupted, self.ctx.stop.reason(), all_done) {
-            (true, _, _) => (RunStatus::Interrupted, EXIT_INTERRUPTED),
-            (false, Some(_), _) => (RunStatus::DeadlineExceeded, EXIT_DEADLINE),
-            (false, None, true) => (RunStatus::Completed, 0),
-            (false, None, false) => (RunStatus::Failed, EXIT_FAILED),
-        };
+        let end = RunEnd::new(self.ctx.stop.cause(), all_done, self.ctx.budget.exhausted());
+        let (status, exit_code) = end.status();
         self.close(status, exit_code);
         exit_code
     }
@@ -624,7 +620,7 @@ impl<'c> Owner<'c> {
         let usage = self.ctx.budget.usage();
         let agents = self.ctx.budget.agents();
         let seconds = crate::protocol::round_seconds(self.recorder.elapsed_seconds());
-        let interrupted = self.interrupts.interrupted();
+        let interrupted = self.interrupted();
         self.update(|run| {
             if interrupted {
                 let cut = [StepStatus::Running, StepStatus::Reviewing];

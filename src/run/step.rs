@@ -20,6 +20,7 @@ use super::record::{AgentRecord, StepRecord};
 use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 use crate::run::isolation::{AttemptSpace, ChangeRecord, IsolationError, Landing};
+use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::SpawnError;
 use crate::text::excerpt;
 
@@ -170,10 +171,10 @@ pub enum StepFailure {
 pub enum StartError {
     /// The run is stopping (its deadline, Ctrl-C).
     #[error("stopped before it could start: {0}")]
-    Stopped(String),
+    Stopped(StopCause),
     /// The run's budget (`--max-agents`, `--max-tokens`) is spent.
     #[error("{0}")]
-    Budget(String),
+    Budget(Exhausted),
     /// Its task could not be written (a prompt file could not be read).
     #[error("cannot write the agent's brief: {0}")]
     Brief(#[source] std::io::Error),
@@ -401,8 +402,8 @@ impl Step<'_> {
         brief: String,
         checkout: Option<CheckoutView>,
     ) -> Result<AgentRecord, StartError> {
-        if let Some(reason) = self.ctx.stop.reason() {
-            return Err(StartError::Stopped(reason));
+        if let Some(cause) = self.ctx.stop.cause() {
+            return Err(StartError::Stopped(cause));
         }
         self.ctx.budget.admit().map_err(StartError::Budget)?;
         self.send(StepEvent::AgentStarted {

@@ -1,6 +1,7 @@
-//! The scheduler, driven in-process: a scripted `AgentRunner` stands in
-//! for the child processes and tokio's paused clock for time, so retries,
-//! reviews, skips, replans, budgets, the deadline and resume are tested
+//! The scheduler, driven in-process through the same wiring as `troupe
+//! run` (`wiring::run`): a scripted `AgentRunner` stands in for the child
+//! processes and tokio's paused clock for time, so retries, reviews,
+//! skips, replans, budgets, the deadline, Ctrl-C and resume are tested
 //! without a process or a real sleep.
 
 use std::collections::HashMap;
@@ -16,7 +17,9 @@ use crate::llm::scripted::ScriptedModel;
 use crate::plan::{Plan, Step};
 use crate::protocol::{AgentRole, AgentStats, AgentStatus, VerdictReport};
 use crate::run::isolation::IsolationMode;
+use crate::signal::{Interruption, StopCause};
 use crate::supervisor::SpawnError;
+use crate::supervisor::interrupt::EXIT_INTERRUPTED;
 
 /// How one scripted agent ends, and after how long.
 #[derive(Clone)]
@@ -33,6 +36,10 @@ enum End {
     Crashed,
     CannotStart,
 }
+
+/// How long a stopped agent takes to end, as a real one takes up to
+/// `--kill-grace` after its `cancel`.
+const GRACE: Duration = Duration::from_secs(2);
 
 fn after(secs: u64, end: End) -> Act {
     Act {
@@ -100,6 +107,9 @@ impl AgentRunner for ScriptedRunner {
                 () = tokio::time::sleep(act.after) => false,
                 _ = self.stop.stopped() => true,
             };
+            if stopped {
+                tokio::time::sleep(GRACE).await;
+            }
             let mut record = AgentRecord::running(dir);
             record.stats = AgentStats {
                 runtime_seconds: act.after.as_secs_f64(),
@@ -159,6 +169,19 @@ impl Outcome {
         self.events.iter().filter(|e| e["type"] == kind).collect()
     }
 
+    /// The run ended as `status` (run.json's word) with `code`, and the
+    /// exit code, run.json and `run_finished` agree.
+    fn assert_ended(&self, status: &str, code: u8) {
+        assert_eq!(self.code, code, "{:?}", self.events);
+        assert_eq!(serde_json::to_value(self.record.status).unwrap(), status);
+        let last = self.events.last().unwrap();
+        assert_eq!(last["type"], "run_finished");
+        assert_eq!(
+            (&last["status"], &last["exit_code"]),
+            (&json!(status), &json!(code))
+        );
+    }
+
     fn asked_of(&self, step: &str, role: AgentRole) -> Vec<&Asked> {
         self.asked
             .iter()
@@ -206,6 +229,18 @@ async fn run(
     acts: Acts,
     planner_replies: Vec<Value>,
 ) -> Outcome {
+    run_stopped(opening, team, acts, planner_replies, Vec::new()).await
+}
+
+/// `run`, its stop triggered after each of so many seconds for its cause,
+/// as the interrupt watch triggers it on Ctrl-C.
+async fn run_stopped(
+    opening: Result<Plan, RunRecord>,
+    team: TeamSettings,
+    acts: Acts,
+    planner_replies: Vec<Value>,
+    stops: Vec<(u64, StopCause)>,
+) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().canonicalize().unwrap();
     let script = workspace.join("script.json");
@@ -242,40 +277,50 @@ async fn run(
     let run_dir = workspace.join("sub_agent_results/run_test");
     std::fs::create_dir_all(&run_dir).unwrap();
     let stop = crate::signal::StopSignal::default();
+    for (secs, cause) in stops {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            stop.trigger(cause);
+        });
+    }
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let runner = ScriptedRunner {
-        acts: acts
-            .into_iter()
-            .map(|((step, role, attempt), acts)| ((step.to_string(), role, attempt), acts))
-            .collect(),
-        started: Instant::now(),
-        stop: stop.clone(),
-        asked: Arc::clone(&asked),
+    let acts = acts
+        .into_iter()
+        .map(|((step, role, attempt), acts)| ((step.to_string(), role, attempt), acts))
+        .collect();
+    let runner = |agents: wiring::Agents| -> Box<dyn AgentRunner> {
+        Box::new(ScriptedRunner {
+            acts,
+            started: Instant::now(),
+            stop: agents.stop,
+            asked: Arc::clone(&asked),
+        })
     };
-    let budget = budget::Budget::new(team.max_agents, team.max_tokens)
-        .already_spent(record.totals.agents, record.totals.token_usage);
-    let ctx = RunContext {
-        goal: record.goal.clone(),
-        workspace: workspace.clone(),
+    let role = RoleModel {
+        model: Arc::clone(&model),
+        context_window: None,
+        max_output_tokens: None,
+    };
+    let models = TeamModels {
+        planner: model,
+        workers: role.clone(),
+        reviewers: role,
+    };
+    let wiring = wiring::Wiring {
+        workspace,
         run_dir: run_dir.clone(),
+        record,
         team,
         prompts_dir: None,
-        runner: Box::new(runner),
-        budget,
-        stop,
         max_file_size: None,
-        isolation: std::sync::OnceLock::new(),
+        json: false,
+        stop,
+        interrupts: Interrupts::new(),
+        isolation: None,
     };
-    let record = Arc::new(record);
-    let recorder = Recorder::create(&run_dir, &record, false).unwrap();
-    let interrupts = Interrupts::new();
-    let mut planner = Planner::new(ctx.budget.counting(model), None, None);
-    let mut owner = Owner::new(&ctx, record, recorder, interrupts.clone());
-    let code = conduct(&mut owner, &mut planner, &interrupts, opening)
-        .await
-        .unwrap();
-    let record = owner.record().clone();
-    drop(owner);
+    let code = wiring::run(wiring, models, runner, opening).await.unwrap();
+    let record = crate::fsutil::read_json(&run_dir.join("run.json"), "run.json").unwrap();
     let events = std::fs::read_to_string(run_dir.join("events.jsonl"))
         .unwrap()
         .lines()
@@ -326,7 +371,7 @@ async fn retry_false_fails_at_once_and_retries_run_out() {
     let mut team = settings();
     team.max_retries = 1;
     let out = run(Ok(plan(&[("a", &[]), ("b", &[])])), team, acts, vec![]).await;
-    assert_eq!(out.code, owner::EXIT_FAILED);
+    assert_eq!(out.code, EXIT_FAILED);
     let a = out.step("a");
     assert_eq!((a.status, a.attempts.len()), (StepStatus::Failed, 1));
     assert!(
@@ -351,7 +396,7 @@ async fn retry_false_fails_at_once_and_retries_run_out() {
 async fn a_review_that_fails_twice_is_unreviewed_and_counts_only_when_accepted() {
     let acts = || vec![(("a", R, 1), vec![after(1, End::Crashed)])];
     let out = run(Ok(plan(&[("a", &[])])), settings(), acts(), vec![]).await;
-    assert_eq!(out.code, owner::EXIT_FAILED);
+    assert_eq!(out.code, EXIT_FAILED);
     assert_eq!(out.step("a").status, StepStatus::Unreviewed);
     assert_eq!(out.events_of("review_failed").len(), 2);
     assert_eq!(out.asked_of("a", R).len(), 2, "tried once more");
@@ -396,7 +441,7 @@ async fn a_failure_skips_its_dependents_and_independent_steps_go_on() {
     let acts = vec![(("a", W, 1), vec![after(1, End::WorkerFailed)])];
     let steps = plan(&[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("d", &[])]);
     let out = run(Ok(steps), settings(), acts, vec![]).await;
-    assert_eq!(out.code, owner::EXIT_FAILED);
+    assert_eq!(out.code, EXIT_FAILED);
     assert_eq!(out.step("a").status, StepStatus::Failed);
     for skipped in ["b", "c"] {
         assert_eq!(out.step(skipped).status, StepStatus::Skipped);
@@ -451,7 +496,14 @@ async fn the_budget_stops_new_agents_and_says_why() {
     team.max_agents = 2;
     team.max_parallel = 1;
     let out = run(Ok(plan(&[("a", &[]), ("b", &[])])), team, vec![], vec![]).await;
-    assert_eq!(out.code, owner::EXIT_FAILED);
+    out.assert_ended("failed", EXIT_FAILED);
+    assert!(
+        out.record
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("--max-agents")
+    );
     assert_eq!(out.step("a").status, StepStatus::Completed);
     let b = out.step("b");
     assert_eq!(b.status, StepStatus::Skipped);
@@ -471,12 +523,66 @@ async fn the_deadline_stops_what_runs_and_exits_124() {
     let mut team = settings();
     team.deadline = Some(Duration::from_secs(5));
     let out = run(Ok(plan(&[("a", &[]), ("b", &["a"])])), team, acts, vec![]).await;
-    assert_eq!(out.code, owner::EXIT_DEADLINE);
+    out.assert_ended("deadline_exceeded", EXIT_DEADLINE);
     assert_eq!(out.record.status, RunStatus::DeadlineExceeded);
     assert_eq!(out.step("a").status, StepStatus::Failed);
     assert_eq!(out.step("b").status, StepStatus::Skipped);
     assert_eq!(out.events_of("limit_reached")[0]["limit"], "deadline");
-    assert_eq!(out.events.last().unwrap()["type"], "run_finished");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_spent_by_the_last_agent_leaves_the_run_completed() {
+    let mut team = settings();
+    team.max_agents = 2;
+    let out = run(Ok(plan(&[("a", &[])])), team, vec![], vec![]).await;
+    out.assert_ended("completed", 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_stops_what_runs_and_exits_130() {
+    let acts = vec![(("a", W, 1), vec![after(3600, End::Worked)])];
+    let steps = plan(&[("a", &[]), ("b", &["a"])]);
+    let stops = vec![(5, StopCause::Interrupted(Interruption::Sigint))];
+    let out = run_stopped(Ok(steps), settings(), acts, vec![], stops).await;
+    out.assert_ended("interrupted", EXIT_INTERRUPTED);
+    assert_eq!(out.step("a").status, StepStatus::Interrupted);
+    assert!(out.asked_of("b", W).is_empty());
+    assert_eq!(
+        out.events_of("interrupted")[0]["reason"],
+        "interrupted by SIGINT"
+    );
+    assert_eq!(out.events_of("step_interrupted").len(), 1);
+    assert!(out.events_of("limit_reached").is_empty());
+}
+
+// Regression: Ctrl-C during the grace period of a run that its deadline
+// had stopped turned it into `interrupted` (exit 130, the step cut short
+// `interrupted`, the rest left pending), though its reason and its
+// `limit_reached` said the deadline. The first cause wins.
+#[tokio::test(start_paused = true)]
+async fn ctrl_c_after_the_deadline_leaves_the_run_the_deadlines() {
+    let acts = vec![(("a", W, 1), vec![after(3600, End::Worked)])];
+    let mut team = settings();
+    team.deadline = Some(Duration::from_secs(5));
+    let steps = plan(&[("a", &[]), ("b", &["a"])]);
+    let stops = vec![(6, StopCause::Interrupted(Interruption::Sigint))];
+    let out = run_stopped(Ok(steps), team, acts, vec![], stops).await;
+    out.assert_ended("deadline_exceeded", EXIT_DEADLINE);
+    assert_eq!(out.step("a").status, StepStatus::Failed);
+    assert_eq!(out.step("b").status, StepStatus::Skipped);
+    assert!(out.events_of("interrupted").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_after_ctrl_c_leaves_the_run_interrupted() {
+    let acts = vec![(("a", W, 1), vec![after(3600, End::Worked)])];
+    let mut team = settings();
+    team.deadline = Some(Duration::from_secs(6));
+    let stops = vec![(5, StopCause::Interrupted(Interruption::Sigint))];
+    let out = run_stopped(Ok(plan(&[("a", &[])])), team, acts, vec![], stops).await;
+    out.assert_ended("interrupted", EXIT_INTERRUPTED);
+    assert_eq!(out.step("a").status, StepStatus::Interrupted);
+    assert!(out.events_of("limit_reached").is_empty());
 }
 
 #[tokio::test(start_paused = true)]

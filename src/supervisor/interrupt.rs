@@ -4,35 +4,27 @@
 //! cancelled the usual way (cancel, grace, kill) and the records are
 //! written. The second signal kills every child at once.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::signal::StopSignal;
+use crate::signal::{Interruption, StopCause, StopSignal};
 
 /// The exit code of an interrupted troupe (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
 
-#[derive(Clone)]
+/// The watch over the process's signals. Whether a stop was an
+/// interruption is for its cause to say (`StopCause::Interrupted`), not
+/// for a flag kept here: a stop that the deadline gave first stays the
+/// deadline's when Ctrl-C comes during its grace period.
+#[derive(Clone, Default)]
 pub struct Interrupts {
-    interrupted: Arc<AtomicBool>,
-    hard: StopSignal,
-}
-
-impl Default for Interrupts {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// The second signal.
+    hard: StopSignal<Interruption>,
 }
 
 impl Interrupts {
-    /// Nothing interrupted yet, and nothing watched until `watch`.
+    /// Nothing watched until `watch`.
     pub fn new() -> Self {
-        Interrupts {
-            interrupted: Arc::new(AtomicBool::new(false)),
-            hard: StopSignal::default(),
-        }
+        Self::default()
     }
 
     /// Starts watching SIGINT and SIGTERM; the first signal triggers
@@ -44,33 +36,27 @@ impl Interrupts {
         tokio::spawn(async move {
             for round in 0..2 {
                 let closed = crate::console::closed();
-                let (name, reason) = tokio::select! {
-                    _ = int.recv() => ("SIGINT".to_string(), "interrupted by SIGINT".to_string()),
-                    _ = term.recv() => ("SIGTERM".to_string(), "interrupted by SIGTERM".to_string()),
-                    why = closed.stopped(), if round == 0 => (why.clone(), format!("interrupted: {why}")),
+                let by = tokio::select! {
+                    _ = int.recv() => Interruption::Sigint,
+                    _ = term.recv() => Interruption::Sigterm,
+                    by = closed.stopped(), if round == 0 => by,
                 };
                 if round == 0 {
-                    watcher.interrupted.store(true, Ordering::SeqCst);
-                    crate::tell!(
-                        "troupe: {name}: stopping every agent (again to kill them at once)"
-                    );
-                    stop.trigger(reason);
+                    crate::tell!("troupe: {by}: stopping every agent (again to kill them at once)");
+                    stop.trigger(StopCause::Interrupted(by));
                 } else {
-                    crate::tell!("troupe: {name} again: killing every agent now");
+                    crate::tell!("troupe: {by} again: killing every agent now");
                     crate::process::session::kill_all_now();
-                    watcher.hard.trigger(format!("interrupted twice ({name})"));
+                    watcher.hard.trigger(by);
                 }
             }
         });
         Ok(())
     }
 
-    pub fn interrupted(&self) -> bool {
-        self.interrupted.load(Ordering::SeqCst)
-    }
-
-    /// Resolves on the second signal, after every child was killed.
-    pub async fn killed(&self) -> String {
+    /// Resolves on the second signal, after every child was killed, with
+    /// that signal.
+    pub async fn killed(&self) -> Interruption {
         self.hard.stopped().await
     }
 }

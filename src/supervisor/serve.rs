@@ -22,6 +22,7 @@ use super::violation::Violation;
 use crate::deadline::after_tokio;
 use crate::process::session;
 use crate::protocol::{AgentStatus, CancelReason, LineReader, ToChild, encode_line};
+use crate::signal::StopCause;
 
 /// After the child exits, how long to keep reading lines still in the pipe
 /// (a stray grandchild may hold it open).
@@ -41,8 +42,8 @@ enum Ending {
     Timeout,
     Idle(Duration),
     Protocol(Violation),
-    /// Stopped from outside, for this reason.
-    Stopped(String),
+    /// Stopped from outside: the run's deadline, Ctrl-C.
+    Stopped(StopCause),
     /// No `hello` within the launch timeout.
     NoHello,
 }
@@ -129,17 +130,18 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                 .await;
             (AgentStatus::IdleTimeout, Some(why))
         }
-        Ending::Stopped(reason) => {
+        Ending::Stopped(cause) => {
+            let why = cause.to_string();
             served
                 .stop(
                     &mut child,
                     &mut lines,
                     &to_child,
-                    &reason,
+                    &why,
                     CancelReason::Terminated,
                 )
                 .await;
-            (AgentStatus::Terminated, Some(reason))
+            (AgentStatus::Terminated, Some(why))
         }
         Ending::NoHello => {
             let secs = run.limits.launch_timeout.as_secs();
@@ -280,7 +282,7 @@ impl Served<'_, '_> {
                     return Ending::Lingered;
                 }
                 () = sleep_until(deadline) => return Ending::Timeout,
-                reason = self.run.stop.stopped() => return Ending::Stopped(reason),
+                cause = self.run.stop.stopped() => return Ending::Stopped(cause),
                 () = sleep_until(after_tokio(started, limits.launch_timeout)), if !self.hello => return Ending::NoHello,
                 () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
                     return Ending::Idle(limits.idle_timeout.unwrap_or_default());

@@ -22,7 +22,7 @@ use tokio::process::Command;
 use crate::process::Spawn;
 
 use crate::sandbox::Narrow;
-use crate::signal::StopSignal;
+use crate::signal::{StopCause, StopSignal};
 
 /// The longest one git call may take: far beyond what a checkout, a
 /// change or a landing of a large repository takes, and a bound on one
@@ -47,8 +47,8 @@ pub enum GitError {
     },
     #[error("`git {args}` did not end within {} s and was killed", CALL_LIMIT.as_secs())]
     TimedOut { args: String },
-    #[error("`git {args}` was stopped: {reason}")]
-    Stopped { args: String, reason: String },
+    #[error("`git {args}` was stopped: {cause}")]
+    Stopped { args: String, cause: StopCause },
 }
 
 /// What a git call printed, and whether it exited 0.
@@ -229,7 +229,7 @@ async fn bounded(
     let ended = tokio::select! {
         out = child.wait_with_output() => return out.map_err(|source| GitError::Missing { source }),
         () = tokio::time::sleep(CALL_LIMIT) => GitError::TimedOut { args: said() },
-        reason = stopped => GitError::Stopped { args: said(), reason },
+        cause = stopped => GitError::Stopped { args: said(), cause },
     };
     if let Some(pgid) = pgid {
         crate::process::kill_group(pgid);
