@@ -33,6 +33,8 @@ impl Victim {
             }
             false => Command::new("sh"),
         };
+        // A group of its own, so that its `sleep` dies with it.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         command.args(["-c", "sleep 600", ARGV_SECRET]);
         Victim {
             child: command.spawn().unwrap(),
@@ -52,6 +54,8 @@ impl Victim {
 
 impl Drop for Victim {
     fn drop(&mut self) {
+        let group = format!("-{}", self.pid());
+        let _ = Command::new("kill").args(["-9", "--", &group]).status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
