@@ -29,6 +29,7 @@ pub mod plan;
 pub mod process;
 pub mod prompts;
 pub mod protocol;
+pub mod record;
 pub mod run;
 pub mod sandbox;
 pub mod settings;

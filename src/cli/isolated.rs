@@ -10,9 +10,9 @@ use clap::Args;
 use super::UsageError;
 use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
-use crate::run::isolation::IsolationRecord;
+use crate::record::IsolationRecord;
+use crate::record::{RunRecord, RunStatus};
 use crate::run::isolation::apply::{ApplyError, apply};
-use crate::run::{RunRecord, RunStatus};
 use crate::text::count;
 
 #[derive(Debug, Args)]

@@ -148,8 +148,8 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 /// The diff of the last attempt of `step` that changed something, from
 /// the file the run kept.
 fn print_diff(
-    run: &crate::run::RunRecord,
-    step: &crate::run::record::StepRecord,
+    run: &crate::record::RunRecord,
+    step: &crate::record::StepRecord,
 ) -> Result<(), UsageError> {
     if run.isolation.is_none() {
         return Err(UsageError::Said(format!(

@@ -3,7 +3,7 @@
 //! coloured by its status.
 
 use crate::plan::{Plan, levels};
-use crate::run::StepStatus;
+use crate::record::StepStatus;
 
 /// A node's status, or `None` for a plan not yet run.
 pub type StatusOf<'a> = &'a dyn Fn(&str) -> Option<StepStatus>;

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::graph::{svg, xml};
 use crate::protocol::SUBAGENT_DIR;
-use crate::run::RunRecord;
-use crate::run::record::{AgentRecord, StepRecord};
+use crate::record::RunRecord;
+use crate::record::{AgentRecord, StepRecord};
 use crate::text::count;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#263238;max-width:1200px}\

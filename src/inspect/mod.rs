@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::fsutil::is_regular;
 use crate::protocol::AgentStatus;
 use crate::protocol::SUBAGENT_DIR;
-use crate::run::{RunRecord, RunStatus, StepStatus};
+use crate::record::{RunRecord, RunStatus, StepStatus};
 use crate::supervisor::registry;
 
 /// How a status reads at a glance.

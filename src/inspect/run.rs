@@ -3,9 +3,9 @@
 
 use super::conversation::Render;
 use crate::plan::render_tree;
-use crate::run::RunRecord;
-use crate::run::isolation::ChangeRecord;
-use crate::run::record::{AgentRecord, StepRecord};
+use crate::record::ChangeRecord;
+use crate::record::RunRecord;
+use crate::record::{AgentRecord, StepRecord};
 use crate::text::{count, excerpt};
 
 pub fn run_text(run: &RunRecord, render: &Render) -> String {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::fsutil::is_regular;
-use crate::run::RunRecord;
+use crate::record::RunRecord;
 
 /// What stands for the newest run, alone or before `/STEP`.
 pub const LAST: &str = "last";

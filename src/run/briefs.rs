@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::{AgentRecord, StepRecord};
 use super::step::Review;
 use crate::prompts::{Prompt, render};
 use crate::protocol::VerdictReport;
-use crate::run::isolation::ChangeRecord;
+use crate::record::ChangeRecord;
+use crate::record::{AgentRecord, StepRecord};
 
 /// What a direct dependency delivered.
 pub struct Delivered<'a> {

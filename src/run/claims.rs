@@ -5,26 +5,7 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
-    pub success_claimed: bool,
-    /// The deliverables the worker listed, workspace-relative.
-    pub listed: Vec<String>,
-    /// Those of them that are not on disk.
-    pub missing: Vec<String>,
-    /// Successful calls that changed the workspace or ran something.
-    pub changing_calls: u32,
-    /// With `--isolation worktree`: the paths the attempt's diff changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed: Option<Vec<String>>,
-    /// Listed files that are there but that the attempt did not change.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unchanged: Vec<String>,
-    /// Success claimed with nothing to show for it.
-    pub suspicious: bool,
-}
+use crate::record::Claims;
 
 /// What a worker claims: success or not, the files it lists, and how
 /// many calls it made that changed something.

@@ -4,7 +4,7 @@
 //! steps; otherwise it completed when every step is done, and failed when
 //! one is not, for the budget or because a step did not make it.
 
-use super::record::RunStatus;
+use crate::record::RunStatus;
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::interrupt::EXIT_INTERRUPTED;
 

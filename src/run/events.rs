@@ -3,9 +3,9 @@
 
 use serde::Serialize;
 
-use super::record::RunStatus;
 use crate::chat::Usage;
 use crate::protocol::AgentStatus;
+use crate::record::RunStatus;
 use crate::run::isolation::IsolationMode;
 use crate::text::excerpt;
 

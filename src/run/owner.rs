@@ -23,12 +23,12 @@ use super::context::RunContext;
 use super::end::RunEnd;
 use super::events::{Limit, RunEvent};
 use super::planner::{PlanFailure, Planner, ReplanContext};
-use super::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use super::recorder::Recorder;
 use super::replan::{replaced_by_replan, replan_input, replan_reason};
 use super::step::{ReviewOutcome, StepEnd, StepEvent, StepStart, run_step};
 use super::summary::summary_table;
 use crate::protocol::AgentRole;
+use crate::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::signal::StopCause;
 
 pub struct Owner<'c> {

@@ -24,8 +24,8 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::events::RunEvent;
-use super::record::RunRecord;
 use crate::fsutil::{Durability, Keeper, Taken, keep_latest};
+use crate::record::RunRecord;
 
 pub struct Recorder {
     log: EventLog,

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use super::record::{RunRecord, StepRecord, StepStatus};
+use crate::record::{RunRecord, StepRecord, StepStatus};
 
 /// Why the rest should be replanned now, if it should.
 pub(super) fn replan_reason(run: &RunRecord, max_replans: u32, accept: bool) -> Option<String> {

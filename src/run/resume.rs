@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::record::{RunRecord, RunStatus, StepStatus};
 use crate::plan::{Plan, parse_plan};
+use crate::record::{RunRecord, RunStatus, StepStatus};
 
 /// Why a run cannot be resumed: the user's to fix.
 #[derive(Debug, thiserror::Error)]

@@ -5,9 +5,9 @@
 //! (`review-N-2`); the run's stop or its spent budget ends it without one.
 
 use super::briefs::{DiffHead, review_brief};
-use super::record::AgentRecord;
 use super::step::{Review, ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
 use crate::protocol::{AgentRole, AgentStatus};
+use crate::record::AgentRecord;
 
 impl Step<'_> {
     /// The review of an attempt.

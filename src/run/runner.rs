@@ -10,9 +10,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::context::AgentLines;
-use super::record::AgentRecord;
 use crate::llm::ChatModel;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
+use crate::record::AgentRecord;
 use crate::signal::StopSignal;
 use crate::supervisor::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};
 

@@ -14,12 +14,13 @@ use std::path::PathBuf;
 use tokio::sync::mpsc;
 
 use super::briefs::{Delivered, worker_brief};
-use super::claims::{self, Claimed, Claims};
+use super::claims::{self, Claimed};
 use super::context::RunContext;
-use super::record::{AgentRecord, StepRecord};
 use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
-use crate::run::isolation::{AttemptSpace, ChangeRecord, IsolationError, Landing};
+use crate::record::{AgentRecord, StepRecord};
+use crate::record::{ChangeRecord, Claims};
+use crate::run::isolation::{AttemptSpace, IsolationError, Landing};
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::SpawnError;
 use crate::text::excerpt;

@@ -1,8 +1,8 @@
 //! The table a person reads when a run ends: each step's status, attempts,
 //! duration and tokens, and the totals.
 
-use super::record::{RunRecord, StepStatus};
 use crate::protocol::{SandboxLevel, SandboxReport};
+use crate::record::{RunRecord, StepStatus};
 use crate::text::count;
 
 pub fn summary_table(run: &RunRecord) -> String {

@@ -11,11 +11,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::record::AgentRecord;
 use super::*;
 use crate::llm::scripted::ScriptedModel;
 use crate::plan::{Plan, Step};
 use crate::protocol::{AgentRole, AgentStats, AgentStatus, VerdictReport};
+use crate::record::{AgentRecord, StepStatus};
 use crate::run::isolation::IsolationMode;
 use crate::signal::{Interruption, StopCause};
 use crate::supervisor::SpawnError;
@@ -161,7 +161,7 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn step(&self, id: &str) -> &record::StepRecord {
+    fn step(&self, id: &str) -> &crate::record::StepRecord {
         self.record.step(id).unwrap()
     }
 

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::events::EventSink;
-use super::result::AgentTimings;
 use crate::chat::AgentKey;
 use crate::llm::ChatModel;
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FinishReport, StopReason, VerdictReport,
 };
+use crate::record::AgentTimings;
 use crate::signal::StopSignal;
 
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::child::ChildOutcome;
 use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile, display_in};
+use crate::record::AgentTimings;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentResult {
@@ -88,27 +89,4 @@ impl AgentResult {
             timings: outcome.timings,
         }
     }
-}
-
-/// The parent's clock on one child, in milliseconds: what troupe adds on
-/// top of the agent's work, for the benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct AgentTimings {
-    /// From spawning the process to its `hello`.
-    pub startup_ms: f64,
-    /// From `hello` to its report (`finished`, `verdict` or `error`).
-    pub working_ms: f64,
-    /// From the report to the process's exit.
-    pub exit_ms: f64,
-    /// From the exit to the session confirmed empty and the child reaped.
-    pub teardown_ms: f64,
-    /// What the child spent writing its transcript, as it reported.
-    #[serde(default)]
-    pub transcript_ms: f64,
-    /// What the child spent waiting for model answers, as it reported.
-    #[serde(default)]
-    pub model_wait_ms: f64,
-    /// Model requests the parent answered.
-    #[serde(default)]
-    pub completions: u32,
 }

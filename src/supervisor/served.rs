@@ -19,7 +19,6 @@ use tokio::time::Instant;
 
 use super::child::{ChildOutcome, ChildRun, Finished};
 use super::events::AgentEvent;
-use super::result::AgentTimings;
 use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
@@ -27,6 +26,7 @@ use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FromChild, ModelFailure, PROTOCOL_VERSION, ToChild,
     VerdictReport, decode_line, parse_verdict, round_seconds,
 };
+use crate::record::AgentTimings;
 
 /// A model request's id, when it was asked, and the answer.
 pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);

@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::IsolationRecord;
 use super::git::{Git, GitError, Place};
+use crate::record::IsolationRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

@@ -5,7 +5,8 @@ use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 
 use super::workspaces::{AttemptSpace, Workspaces};
-use super::{ChangeRecord, IsolationError, Landing};
+use super::{IsolationError, Landing};
+use crate::record::ChangeRecord;
 use crate::run::runner::CheckoutView;
 
 pub struct Shared;

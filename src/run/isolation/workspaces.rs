@@ -7,7 +7,8 @@
 
 use futures_util::future::LocalBoxFuture;
 
-use super::{ChangeRecord, IsolationError, Landing};
+use super::{IsolationError, Landing};
+use crate::record::ChangeRecord;
 use crate::run::runner::CheckoutView;
 
 /// Where a run's attempts work.

@@ -6,7 +6,8 @@ use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 
 use super::workspaces::{AttemptSpace, Workspaces};
-use super::{ChangeRecord, Checkout, IsolationError, Landing, Worktrees};
+use super::{Checkout, IsolationError, Landing, Worktrees};
+use crate::record::ChangeRecord;
 use crate::run::runner::CheckoutView;
 
 impl Workspaces for Worktrees {

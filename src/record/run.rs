@@ -8,12 +8,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::claims::Claims;
+use super::{AgentTimings, ChangeRecord, Claims, IsolationRecord};
 use crate::chat::Usage;
 use crate::plan::Step;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
-use crate::run::isolation::{ChangeRecord, IsolationRecord};
-use crate::supervisor::result::AgentTimings;
 use crate::timefmt::{rfc3339, rfc3339_opt};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
