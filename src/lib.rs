@@ -2,10 +2,12 @@
 //!
 //! Two processes, one pipe:
 //!
-//! - the parent, `troupe` ([`cli`], [`supervisor`]), holds the API key and
-//!   the HTTP client ([`llm`]), writes each agent's task file, starts the
-//!   child, answers its model requests, enforces timeouts and kills what
-//!   overruns;
+//! - the parent, `troupe` ([`cli`]), holds the API key and the HTTP client
+//!   ([`llm`]), writes each agent's task file, starts the child, answers
+//!   its model requests, enforces timeouts and kills what overruns
+//!   ([`supervisor`], one child at a time); a team run ([`run`]) plans a
+//!   goal ([`plan`]) and runs its steps, each worker and reviewer such a
+//!   child, and leaves its record ([`record`]) for [`inspect`];
 //! - the child, `troupe-agent` ([`agent`]), runs one agent's tool loop
 //!   ([`tools`]) in its own directory, asks the parent for every
 //!   completion, and keeps its transcript ([`transcript`]) current on disk.
@@ -13,7 +15,8 @@
 //! They speak JSON lines over the child's stdin and stdout ([`protocol`]),
 //! in the vocabulary of [`chat`]. `supervisor` and `agent` never import
 //! each other: a child written in any language that speaks the protocol can
-//! stand in for `troupe-agent`.
+//! stand in for `troupe-agent`. Every process either side starts is
+//! started by the rules of [`process`].
 
 pub mod agent;
 pub mod chat;

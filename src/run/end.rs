@@ -1,5 +1,5 @@
 //! How a run ends, and the one match that turns it into run.json's
-//! status and troupe's exit code (SPEC section 4). A run its signal
+//! status and troupe's exit code (the README lists them). A run its signal
 //! stopped (the deadline, Ctrl-C) ends as that cause says, whatever its
 //! steps; otherwise it completed when every step is done, and failed when
 //! one is not, for the budget or because a step did not make it.
@@ -8,7 +8,7 @@ use crate::record::RunStatus;
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::interrupt::EXIT_INTERRUPTED;
 
-/// Exit codes (SPEC section 4).
+/// Exit codes, as the README lists them.
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_DEADLINE: u8 = 124;
 

@@ -2,9 +2,23 @@
 //! child and a Reviewer child, scheduled eagerly over the plan's DAG.
 //!
 //! Everything lands in `<workspace>/sub_agent_results/<run_id>/`:
-//! `plan.json`, `run.json` (current at every change), `events.jsonl`, the
+//! `plan.json`, `run.json` (its schema is `record`), `events.jsonl`, the
 //! planner's transcript in `planner/`, and per step one directory for each
 //! worker attempt (`worker-N`) and each review (`review-N`).
+//!
+//! `wiring` puts a run together, for `run_team` and the in-process tests
+//! alike. The `owner` holds the run's record alone and schedules; each
+//! `step` (with its `review`, its `briefs` and the `claims` check) is a
+//! task that reports to it, in the workspace `isolation` gives each
+//! attempt; agents start through the `runner` seam (`ProcessRunner`, or a
+//! scripted one in the tests). The `planner` asks for the plan and
+//! `replan` for a new one; `budget` and `liveness` bound the run, `end`
+//! says how it ended, `resume` finds what an earlier run left, the
+//! `recorder` writes run.json, events.jsonl and the run's output off the
+//! agents' thread, and `summary` closes it for people. Calls `chat`,
+//! `console`, `fsutil`, `llm`, `paint`, `plan`, `process`, `prompts`,
+//! `protocol`, `record`, `sandbox`, `signal`, `supervisor`, `text`,
+//! `transcript`.
 
 mod briefs;
 mod budget;
@@ -98,7 +112,7 @@ pub enum TeamError {
     Isolation(#[from] IsolationError),
 }
 
-/// The exit code of a run whose plan was invalid (SPEC section 4).
+/// The exit code of a run whose plan was invalid.
 pub const EXIT_INVALID_PLAN: u8 = 2;
 
 /// How a run opens: planned now, or resumed with these steps to run again.

@@ -1,10 +1,16 @@
-//! The parent: everything `troupe` does with children.
+//! The parent's side of one child, and the background agents.
 //!
-//! `command` builds a child's command line (the one place a launcher prefix
-//! will go), `serve` answers one child over the pipe and stops it when it
-//! must, `session` finds and kills whatever a child left behind, `spawn`
-//! runs one agent from task file to result object, and `progress` shows it
-//! all to a person on stderr. `plan` parses and checks a Planner's plan.
+//! One child: `command` builds its command line (the one place a launcher
+//! prefix goes, `launcher` checks it), `serve` answers it over the pipe and
+//! stops it when it must while `served` keeps and checks what it says
+//! (`violation` lists what it may not), `child` holds the types they
+//! share, `events` what happens to it, `spawn` runs one agent from
+//! directory to `result`, `progress` shows it to a person on stderr, and
+//! `interrupt` turns Ctrl-C into a stop. Background agents: `registry`
+//! (whose lock says who runs), `status` (status.json) and `notify`
+//! (`--on-finish`). Calls `chat`, `console`, `deadline`, `fsutil`, `llm`,
+//! `mcp`, `paint`, `process`, `protocol`, `record`, `sandbox`, `signal`,
+//! `text`, `timefmt`, `transcript`; never `agent` or `run`.
 
 pub mod child;
 pub mod command;

@@ -1,3 +1,9 @@
+//! Where a run's attempts work. A step asks the run's `Workspaces` (see
+//! `workspaces`) for each attempt's workspace, change and landing;
+//! `--isolation shared` (`shared`) works in the workspace itself, and
+//! `--isolation worktree` (`worktree`, over the rest of this module) is
+//! what follows.
+//!
 //! `--isolation worktree`: every step attempt's worker gets a checkout of
 //! its own, the reviewer reads the attempt's change as a diff, and an
 //! approved change is merged into the run's integration branch.
