@@ -27,30 +27,12 @@ pub async fn unfit_files(
     checkout: &Path,
     max_file_size: Option<u64>,
 ) -> Result<Vec<String>, GitError> {
-    let found: Vec<(PathBuf, String)> = walkdir::WalkDir::new(checkout)
-        .follow_links(false)
-        .into_iter()
-        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let kind = entry.file_type();
-            let rel = entry.path().strip_prefix(checkout).ok()?.to_path_buf();
-            let why = if kind.is_fifo() {
-                "a FIFO".to_string()
-            } else if kind.is_socket() {
-                "a socket".to_string()
-            } else if kind.is_char_device() || kind.is_block_device() {
-                "a device".to_string()
-            } else {
-                let size = entry.metadata().ok().filter(|m| m.is_file())?.len();
-                match max_file_size.filter(|max| size > *max) {
-                    Some(max) => format!("{size} bytes, more than --max-file-size {max}"),
-                    None => return None,
-                }
-            };
-            Some((rel, why))
-        })
-        .collect();
+    // A walk of the whole checkout: off the thread that serves the agents.
+    // It cannot fail; a walk cut short by the runtime's end finds nothing.
+    let owned = checkout.to_path_buf();
+    let found = tokio::task::spawn_blocking(move || odd_entries(&owned, max_file_size))
+        .await
+        .unwrap_or_default();
     if found.is_empty() {
         return Ok(Vec::new());
     }
@@ -161,6 +143,35 @@ fn named(mut all: Vec<String>) -> Vec<String> {
         all.push(format!("and {more} more"));
     }
     all
+}
+
+/// The entries of `checkout` that are no file, directory or link, or a
+/// file over `max_file_size`, each with what it is.
+fn odd_entries(checkout: &Path, max_file_size: Option<u64>) -> Vec<(PathBuf, String)> {
+    walkdir::WalkDir::new(checkout)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| !(e.depth() == 1 && e.file_name() == ".git"))
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let kind = entry.file_type();
+            let rel = entry.path().strip_prefix(checkout).ok()?.to_path_buf();
+            let why = if kind.is_fifo() {
+                "a FIFO".to_string()
+            } else if kind.is_socket() {
+                "a socket".to_string()
+            } else if kind.is_char_device() || kind.is_block_device() {
+                "a device".to_string()
+            } else {
+                let size = entry.metadata().ok().filter(|m| m.is_file())?.len();
+                match max_file_size.filter(|max| size > *max) {
+                    Some(max) => format!("{size} bytes, more than --max-file-size {max}"),
+                    None => return None,
+                }
+            };
+            Some((rel, why))
+        })
+        .collect()
 }
 
 #[cfg(test)]
