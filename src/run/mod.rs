@@ -7,7 +7,8 @@
 //! worker attempt (`worker-N`) and each review (`review-N`).
 //!
 //! `wiring` puts a run together, for `run_team` and the in-process tests
-//! alike. The `owner` holds the run's record alone and schedules; each
+//! alike, with the `context` every step shares. The `owner` holds the
+//! run's record alone, schedules, and says what happens as `events`; each
 //! `step` (with its `review`, its `briefs` and the `claims` check) is a
 //! task that reports to it, in the workspace `isolation` gives each
 //! attempt; agents start through the `runner` seam (`ProcessRunner`, or a
