@@ -31,6 +31,7 @@ pub mod isolation;
 mod liveness;
 mod owner;
 mod planner;
+mod reconcile;
 mod recorder;
 mod replan;
 mod resume;
@@ -123,7 +124,7 @@ enum Opening {
 }
 
 pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutcome, TeamError> {
-    let (run_dir, record, opening) = match config.start {
+    let (run_dir, mut record, mut opening) = match config.start {
         Start::Fresh { goal, plan } => {
             let run_id = new_run_id();
             let run_dir = config
@@ -155,6 +156,13 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         ),
         None => None,
     };
+    if let Opening::Resume { again } = &mut opening {
+        let trees = isolation.as_deref();
+        let workspace = &config.workspace;
+        for repair in reconcile::reconcile(&mut record, &run_dir, workspace, trees, again).await {
+            crate::tell!("troupe: resume: {repair}");
+        }
+    }
     let interrupts = Interrupts::new();
     interrupts.watch(stop.clone())?;
     let settings = config.agents;

@@ -202,7 +202,7 @@ impl<'c> Owner<'c> {
         Some(StepStart {
             step: step.clone(),
             dependencies,
-            first_attempt: u32::try_from(step.attempts.len()).unwrap_or(u32::MAX) + 1,
+            first_attempt: step.attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
             feedback,
         })
     }

@@ -16,6 +16,7 @@ mod hostile;
 mod http_client;
 mod inspect;
 mod isolation;
+mod kills;
 mod launcher;
 mod mcp;
 mod newcomer;

@@ -138,6 +138,17 @@ pub struct Checkout {
     git: Git,
 }
 
+/// A move of the integration branch troupe is about to make
+/// (`landing-<attempt>.json` in the step's directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandingIntent {
+    pub attempt: u32,
+    /// The head it moves from.
+    pub from: String,
+    /// The commit it moves to: the change itself, or its merge.
+    pub to: String,
+}
+
 /// How landing an approved change went.
 #[derive(Debug)]
 pub enum Landing {
@@ -423,6 +434,7 @@ impl Worktrees {
         let reference = self.record.reference();
         let message = format!("troupe: land {step}, attempt {attempt}");
         if head == change.base {
+            self.intend(step, attempt, &head, commit).await?;
             let args = ["update-ref", "-m", &message, &reference, commit, &head];
             self.git.run(&here, args).await?;
             *current = Head {
@@ -463,6 +475,7 @@ impl Worktrees {
             )
             .await?;
         let merge = merge.trim().to_string();
+        self.intend(step, attempt, &head, &merge).await?;
         let args = ["update-ref", "-m", &message, &reference, &merge, &head];
         self.git.run(&here, args).await?;
         *current = Head {
@@ -470,6 +483,58 @@ impl Worktrees {
             tree: tree.to_string(),
         };
         Ok(Landing::Landed(merge))
+    }
+
+    /// Writes down, durably, that the branch is about to move from `from`
+    /// to `to` for `attempt` of `step`: a run killed right after the move
+    /// finds it on resume (`landed`) and records the landing instead of
+    /// running the step again on top of its own change.
+    async fn intend(
+        &self,
+        step: &str,
+        attempt: u32,
+        from: &str,
+        to: &str,
+    ) -> Result<(), IsolationError> {
+        let intent = LandingIntent {
+            attempt,
+            from: from.to_string(),
+            to: to.to_string(),
+        };
+        let path = self.intent_path(step, attempt);
+        off_runtime(move || {
+            crate::fsutil::write_json_atomic(&path, &intent, Durability::Commit).map_err(io(&path))
+        })
+        .await
+    }
+
+    fn intent_path(&self, step: &str, attempt: u32) -> PathBuf {
+        self.run_dir
+            .join(step)
+            .join(format!("landing-{attempt}.json"))
+    }
+
+    /// The landing of `step` that reached the branch, if one did: the
+    /// latest intent whose commit the branch holds. troupe wrote the intent
+    /// and names the commit; git says whether the branch has it.
+    pub async fn landed(&self, step: &str, attempts: u32) -> Option<LandingIntent> {
+        for attempt in (1..=attempts).rev() {
+            let path = self.intent_path(step, attempt);
+            let Ok(intent) = crate::fsutil::read_json::<LandingIntent>(&path, "a landing intent")
+            else {
+                continue;
+            };
+            let reference = self.record.reference();
+            let args = [
+                "merge-base",
+                "--is-ancestor",
+                intent.to.as_str(),
+                &reference,
+            ];
+            let out = self.git.output(&Place::default(), &args).await.ok()?;
+            return (out.code == Some(0)).then_some(intent);
+        }
+        None
     }
 
     /// Removes a checkout and its git directory: a rejected attempt's, so

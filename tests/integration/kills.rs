@@ -1,0 +1,221 @@
+//! `kill -9` of troupe inside the windows where the disk or the branch is
+//! ahead of run.json, then a resume: it must end where an uninterrupted
+//! run ends, and say what it repaired.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::{Sandbox, read_json, troupe};
+use crate::faults::{team_run_resume, wait_exit, wait_for};
+use crate::isolation::repository;
+use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A directory holding a `git` that runs the real one and then, for a call
+/// whose words hold `window`, sleeps: the window stays open for a kill.
+fn git_holding(sandbox: &Sandbox, window: &str) -> PathBuf {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let dir = sandbox.root().join("held-git");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        "#!/bin/sh\n{} \"$@\"\ncode=$?\ncase \"$*\" in *\"{window}\"*) sleep 60;; esac\nexit $code\n",
+        real.trim()
+    );
+    let path = dir.join("git");
+    std::fs::write(&path, script).unwrap();
+    let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&path, permissions).unwrap();
+    dir
+}
+
+/// `troupe run` in the background with `path_first` before PATH.
+fn start_with_path(sandbox: &Sandbox, rules: Vec<Value>, path_first: &Path) -> std::process::Child {
+    let model = sandbox.script(json!({"rules": rules}));
+    let path = format!(
+        "{}:{}",
+        path_first.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    troupe()
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--isolation", "worktree", "--max-replans", "0"])
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn appends(text: &str, delay_ms: u64) -> Vec<Value> {
+    vec![
+        json!({"delay_ms": delay_ms, "tool_calls": [{"name": "run_command", "arguments": {"command": format!("printf '{text}|' >> log.txt")}}]}),
+        json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "appended"}}]}),
+    ]
+}
+
+/// The repository with `log.txt` holding `start|`.
+fn with_log(sandbox: &Sandbox) {
+    repository(sandbox);
+    std::fs::write(sandbox.ws().join("log.txt"), "start|").unwrap();
+    git(&sandbox.ws(), &["add", "log.txt"]);
+    git(&sandbox.ws(), &["commit", "-q", "-m", "log"]);
+}
+
+fn on_branch(sandbox: &Sandbox, run_id: &str, path: &str) -> Option<String> {
+    let out = Command::new("git")
+        .args(["show", &format!("troupe/{run_id}:{path}")])
+        .current_dir(sandbox.ws())
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn run_id_of(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let rules = vec![
+        planner(json!([step("s2", &[])])),
+        worker_rule("s2", appends("appended-by-s2", 0)),
+        approving_reviewer(),
+    ];
+    let held = git_holding(&sandbox, "troupe: land");
+    let mut troupe = start_with_path(&sandbox, rules.clone(), &held);
+    wait_for("the branch to move", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .and_then(|run| on_branch(&sandbox, &run_id_of(&run.path()), "log.txt"))
+            .is_some_and(|log| log.contains("appended-by-s2"))
+    });
+    troupe.kill().unwrap();
+    wait_exit(&mut troupe);
+    let dir = run_dir(&sandbox);
+    let run_id = run_id_of(&dir);
+    let before = read_json(&dir.join("run.json"));
+    let status = before["steps"][0]["status"].as_str().unwrap().to_string();
+    assert_ne!(status, "completed", "the kill came before the record");
+
+    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("resume: s2's landing of attempt 1 was found in the branch and recorded"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        on_branch(&sandbox, &run_id, "log.txt").unwrap(),
+        "start|appended-by-s2|",
+        "landed once, as an uninterrupted run lands it"
+    );
+    assert!(!dir.join("s2/worker-2").exists(), "not run again");
+    let record = read_json(&dir.join("run.json"));
+    assert_eq!(record["status"], "completed");
+    assert_eq!(record["steps"][0]["status"], "completed");
+    assert!(record["steps"][0]["attempts"][0]["change"]["merge"].is_string());
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("log.txt")).unwrap(),
+        "start|",
+        "the user's workspace is untouched"
+    );
+}
+
+#[test]
+fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let slow = vec![
+        planner(json!([step("s1", &[])])),
+        worker_rule("s1", appends("by-s1", 30_000)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": slow}));
+    let mut troupe = troupe()
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--isolation", "worktree", "--max-replans", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("attempt 1's worker", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .is_some_and(|run| run.path().join("s1/worker-1/.subagent").is_dir())
+    });
+    troupe.kill().unwrap();
+    wait_exit(&mut troupe);
+    let dir = run_dir(&sandbox);
+    // The record as it stands when troupe is killed within the 50 ms it
+    // may lag: the attempt's checkout and worker exist, the record names
+    // neither.
+    let mut record = read_json(&dir.join("run.json"));
+    record["steps"][0]["attempts"] = json!([]);
+    record["steps"][0]["status"] = json!("pending");
+    std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    assert!(dir.join("s1/checkout-1.git").is_dir());
+
+    let fast = vec![
+        planner(json!([step("s1", &[])])),
+        worker_rule("s1", appends("by-s1", 0)),
+        approving_reviewer(),
+    ];
+    let resumed = team_run_resume(&sandbox, fast, &run_id_of(&dir));
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains(
+            "resume: s1's attempt 1 was cut off before run.json named it; its directories stay, and the step goes on with attempt 2"
+        ),
+        "{}",
+        resumed.stderr
+    );
+    let record = read_json(&dir.join("run.json"));
+    assert_eq!(record["status"], "completed");
+    let attempts: Vec<u64> = record["steps"][0]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2]);
+    assert_eq!(
+        on_branch(&sandbox, &run_id_of(&dir), "log.txt").unwrap(),
+        "start|by-s1|"
+    );
+}
