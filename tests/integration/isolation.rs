@@ -16,7 +16,7 @@ use crate::team::{
 };
 
 /// git in `dir`, with an identity; its stdout, or a panic with stderr.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@t"])
         .args(args)

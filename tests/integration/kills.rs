@@ -9,19 +9,8 @@ use serde_json::{Value, json};
 
 use crate::common::{Sandbox, read_json, troupe};
 use crate::faults::{team_run_resume, wait_exit, wait_for};
-use crate::isolation::repository;
+use crate::isolation::{git, repository};
 use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A directory holding a `git` that runs the real one and then, for a call
 /// whose words hold `window`, sleeps: the window stays open for a kill.
