@@ -551,10 +551,10 @@ fn worktree_cost(bench: &mut Bench) {
             let change = ms(started);
             let change_b = trees.change(&second, "b", 1).await.expect("change");
             let started = Instant::now();
-            trees.land(&change_a, "a", 1).await.expect("land");
+            trees.land(&change_a, "a", 1, true).await.expect("land");
             let forward = ms(started);
             let started = Instant::now();
-            trees.land(&change_b, "b", 1).await.expect("land");
+            trees.land(&change_b, "b", 1, true).await.expect("land");
             let merge = ms(started);
             let started = Instant::now();
             trees.discard(&first).await;

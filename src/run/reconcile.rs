@@ -51,17 +51,12 @@ pub async fn reconcile(
             continue;
         };
         let attempt = step.attempt_mut(intent.attempt);
-        let approved = attempt
-            .reviews
-            .last()
-            .and_then(|r| r.verdict.as_ref())
-            .is_some_and(|v| v.approved);
         let change = attempt.change.get_or_insert_with(|| ChangeRecord {
             base: intent.from.clone(),
             ..ChangeRecord::default()
         });
         change.merge = Some(intent.to.clone());
-        step.status = match approved {
+        step.status = match intent.approved {
             true => StepStatus::Completed,
             false => StepStatus::Unreviewed,
         };

@@ -307,7 +307,8 @@ impl Step<'_> {
         attempt: u32,
         end: StepEnd,
     ) -> Result<Tried, IsolationError> {
-        match space.land().await? {
+        let approved = matches!(end, StepEnd::Completed);
+        match space.land(approved).await? {
             Landing::InPlace => Ok(Tried::Done(end)),
             Landing::Landed(head) => {
                 self.send(StepEvent::Landed { attempt, head });

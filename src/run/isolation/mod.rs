@@ -143,6 +143,8 @@ pub struct Checkout {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LandingIntent {
     pub attempt: u32,
+    /// A reviewer approved the change; else it was accepted unreviewed.
+    pub approved: bool,
     /// The head it moves from.
     pub from: String,
     /// The commit it moves to: the change itself, or its merge.
@@ -421,6 +423,7 @@ impl Worktrees {
         change: &ChangeRecord,
         step: &str,
         attempt: u32,
+        approved: bool,
     ) -> Result<Landing, IsolationError> {
         if !change.refused.is_empty() {
             return Ok(Landing::Refused(change.refused.clone()));
@@ -434,7 +437,8 @@ impl Worktrees {
         let reference = self.record.reference();
         let message = format!("troupe: land {step}, attempt {attempt}");
         if head == change.base {
-            self.intend(step, attempt, &head, commit).await?;
+            self.intend(step, (attempt, approved), &head, commit)
+                .await?;
             let args = ["update-ref", "-m", &message, &reference, commit, &head];
             self.git.run(&here, args).await?;
             *current = Head {
@@ -475,7 +479,8 @@ impl Worktrees {
             )
             .await?;
         let merge = merge.trim().to_string();
-        self.intend(step, attempt, &head, &merge).await?;
+        self.intend(step, (attempt, approved), &head, &merge)
+            .await?;
         let args = ["update-ref", "-m", &message, &reference, &merge, &head];
         self.git.run(&here, args).await?;
         *current = Head {
@@ -492,12 +497,13 @@ impl Worktrees {
     async fn intend(
         &self,
         step: &str,
-        attempt: u32,
+        (attempt, approved): (u32, bool),
         from: &str,
         to: &str,
     ) -> Result<(), IsolationError> {
         let intent = LandingIntent {
             attempt,
+            approved,
             from: from.to_string(),
             to: to.to_string(),
         };

@@ -45,7 +45,7 @@ impl AttemptSpace for InPlace {
         None
     }
 
-    fn land(&self) -> LocalBoxFuture<'_, Result<Landing, IsolationError>> {
+    fn land(&self, _approved: bool) -> LocalBoxFuture<'_, Result<Landing, IsolationError>> {
         async { Ok(Landing::InPlace) }.boxed_local()
     }
 

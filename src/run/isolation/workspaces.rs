@@ -42,8 +42,10 @@ pub trait AttemptSpace {
     fn review_view(&self) -> Option<CheckoutView>;
 
     /// Lands the accepted change (`Landing::InPlace` when there is nothing
-    /// to merge) and removes what the attempt no longer needs.
-    fn land(&self) -> LocalBoxFuture<'_, Result<Landing, IsolationError>>;
+    /// to merge) and removes what the attempt no longer needs. `approved`:
+    /// a reviewer approved it (else it is accepted unreviewed), written
+    /// down with the landing for a resume to find.
+    fn land(&self, approved: bool) -> LocalBoxFuture<'_, Result<Landing, IsolationError>>;
 
     /// The attempt was rejected: its workspace goes, so that the retry
     /// starts clean.

@@ -76,12 +76,15 @@ impl AttemptSpace for InCheckout<'_> {
         Some(view)
     }
 
-    fn land(&self) -> LocalBoxFuture<'_, Result<Landing, IsolationError>> {
+    fn land(&self, approved: bool) -> LocalBoxFuture<'_, Result<Landing, IsolationError>> {
         async move {
             // Without a recorded change the worker's work was never taken
             // out of the checkout: there is nothing to merge.
             let landing = match &self.change {
-                Some(change) => self.trees.land(change, self.step, self.attempt).await?,
+                Some(change) => {
+                    let (step, attempt) = (self.step, self.attempt);
+                    self.trees.land(change, step, attempt, approved).await?
+                }
                 None => Landing::InPlace,
             };
             self.trees.discard(&self.checkout).await;
