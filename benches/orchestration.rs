@@ -536,9 +536,12 @@ fn worktree_cost(bench: &mut Bench) {
                 stop: troupe::signal::StopSignal::default(),
                 max_file_size: None,
             };
-            let trees = Worktrees::start(&ws, &run_dir, "run_bench", bounds)
+            let record = Worktrees::prepare(&ws, &run_dir, "run_bench", &bounds)
                 .await
                 .expect("snapshot");
+            let trees = Worktrees::open(record, &ws, &run_dir, bounds)
+                .await
+                .expect("branch");
             let snapshot = ms(started);
             let started = Instant::now();
             let first = trees.checkout("a", 1).await.expect("checkout");

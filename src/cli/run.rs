@@ -14,7 +14,7 @@ use super::plan::read_plan_file;
 use crate::chat::Actor;
 use crate::llm::{ChatModel, ModelConfig, build_model};
 use crate::plan::Plan;
-use crate::run::isolation::IsolationMode;
+use crate::record::IsolationMode;
 use crate::run::{
     RoleModel, Start, TeamConfig, TeamError, TeamModels, TeamSettings, find_run, run_team,
 };

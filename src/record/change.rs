@@ -1,9 +1,43 @@
-//! What `run.json` keeps of a run's isolation and of each attempt's
-//! change (see `run::isolation` for how they are made).
+//! What `run.json` keeps of a run's isolation (its mode, its repository
+//! and branch) and of each attempt's change (see `run::isolation` for how
+//! they are made).
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+/// How a run's workers share the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationMode {
+    /// Every worker writes the workspace itself.
+    Shared,
+    /// Every attempt in a checkout of its own, merged on approval.
+    Worktree,
+    /// `worktree` when more than one step can run at once, else `shared`.
+    #[default]
+    Auto,
+}
+
+impl IsolationMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationMode::Shared => "shared",
+            IsolationMode::Worktree => "worktree",
+            IsolationMode::Auto => "auto",
+        }
+    }
+
+    /// The mode a run uses, given the most steps its plan can run at once
+    /// (within `--max-parallel`).
+    pub fn resolve(self, at_once: usize) -> IsolationMode {
+        match self {
+            IsolationMode::Auto if at_once > 1 => IsolationMode::Worktree,
+            IsolationMode::Auto => IsolationMode::Shared,
+            mode => mode,
+        }
+    }
+}
 
 /// What `run.json` keeps of a run's isolation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

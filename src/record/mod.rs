@@ -9,7 +9,7 @@ mod claims;
 pub mod run;
 mod timings;
 
-pub use change::{ChangeRecord, IsolationRecord};
+pub use change::{ChangeRecord, IsolationMode, IsolationRecord};
 pub use claims::Claims;
 pub use run::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus, Totals};
 pub use timings::AgentTimings;

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{AgentTimings, ChangeRecord, Claims, IsolationRecord};
+use super::{AgentTimings, ChangeRecord, Claims, IsolationMode, IsolationRecord};
 use crate::chat::Usage;
 use crate::plan::Step;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport, VerdictReport};
@@ -123,6 +123,10 @@ pub struct RunRecord {
     /// and the snapshot it started from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<IsolationRecord>,
+    /// How the run's workers share the workspace, once chosen (`shared`
+    /// or `worktree`); a resume keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation_mode: Option<IsolationMode>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

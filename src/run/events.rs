@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use crate::chat::Usage;
 use crate::protocol::AgentStatus;
+use crate::record::IsolationMode;
 use crate::record::RunStatus;
-use crate::run::isolation::IsolationMode;
 use crate::text::excerpt;
 
 /// A run-wide limit.

@@ -57,13 +57,14 @@ pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunF
 
 use self::events::RunEvent;
 use self::owner::Owner;
-use self::resume::ResumeError;
+use self::resume::{ResumeError, Resumed};
 use self::wiring::{Agents, Wiring};
 use crate::llm::ChatModel;
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
+use crate::record::IsolationMode;
 use crate::record::{RunRecord, RunStatus, StepRecord, Totals};
-use crate::run::isolation::{Bounds, IsolationError, IsolationMode, Worktrees};
+use crate::run::isolation::{Bounds, IsolationError, Worktrees};
 use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
@@ -136,10 +137,21 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
             (run_dir, record, Opening::Plan { goal, plan })
         }
         Start::Resume { run_dir, plan } => {
-            let (mut record, again) =
-                resume::load(&run_dir, plan.as_ref(), config.team.accept_unreviewed)?;
+            let resumed = resume::load(
+                &run_dir,
+                plan.as_ref(),
+                config.team.accept_unreviewed,
+                config.team.isolation,
+            )?;
+            let (mut record, opening) = match resumed {
+                Resumed::Going { record, again } => (record, Opening::Resume { again }),
+                Resumed::Unplanned { record, plan } => {
+                    let goal = record.goal.clone();
+                    (record, Opening::Plan { goal, plan })
+                }
+            };
             record.settings = serde_json::to_value(&config.team).unwrap_or_default();
-            (run_dir, record, Opening::Resume { again })
+            (run_dir, record, opening)
         }
     };
     let stop = StopSignal::default();
@@ -150,7 +162,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     };
     let isolation = match &record.isolation {
         Some(isolation) => Some(
-            Worktrees::resume(isolation.clone(), &config.workspace, &run_dir, bounds)
+            Worktrees::open(isolation.clone(), &config.workspace, &run_dir, bounds)
                 .await
                 .map(Arc::new)?,
         ),
@@ -222,16 +234,7 @@ async fn conduct(
             };
             start(owner, &plan).await?;
             if let Err(reason) = isolate(owner, &plan).await {
-                owner.emit(
-                    RunEvent::IsolationFailed {
-                        reason: reason.clone(),
-                    },
-                    |run| {
-                        run.reason = Some(reason);
-                    },
-                );
-                owner.close(RunStatus::Failed, EXIT_FAILED);
-                return Ok(EXIT_FAILED);
+                return Ok(isolation_failed(owner, reason));
             }
         }
         Opening::Resume { again } => {
@@ -241,9 +244,17 @@ async fn conduct(
             };
             owner.emit(event, |_| {});
             let run = owner.record();
-            crate::console::err(&render_tree(&run.live_plan(), |id| {
+            let plan = run.live_plan();
+            crate::console::err(&render_tree(&plan, |id| {
                 run.step(id).map(|s| s.status.as_str().to_string())
             }));
+            // Killed before its isolation was chosen: chosen now, before
+            // any step runs.
+            if resume::isolation_of(run).is_none()
+                && let Err(reason) = isolate(owner, &plan).await
+            {
+                return Ok(isolation_failed(owner, reason));
+            }
         }
     }
     if let Some(deadline) = ctx.team.deadline {
@@ -285,6 +296,7 @@ fn fresh_record(
         totals: Totals::default(),
         settings: serde_json::to_value(team).unwrap_or_default(),
         isolation: None,
+        isolation_mode: None,
     }
 }
 
@@ -326,7 +338,11 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
     };
     if asked.resolve(widest.min(ctx.team.max_parallel)) == IsolationMode::Shared {
         let note = (asked == IsolationMode::Auto).then(|| "one step runs at a time".to_string());
-        owner.emit(shared(note), |_| {});
+        owner
+            .emit_and_write(shared(note), |run| {
+                run.isolation_mode = Some(IsolationMode::Shared)
+            })
+            .await;
         return Ok(());
     }
     let run_id = owner.record().run_id.clone();
@@ -334,25 +350,54 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         stop: ctx.stop.clone(),
         max_file_size: ctx.max_file_size,
     };
-    match Worktrees::start(&ctx.workspace, &ctx.run_dir, &run_id, bounds).await {
+    // Intent, act, record: the isolation is on disk before its branch is
+    // made, and the branch before any step runs.
+    let opened = async {
+        let record = Worktrees::prepare(&ctx.workspace, &ctx.run_dir, &run_id, &bounds).await?;
+        let event = RunEvent::Isolation {
+            mode: IsolationMode::Worktree,
+            branch: Some(record.branch.clone()),
+            repository: Some(ctx.show(&record.git_dir)),
+            note: None,
+        };
+        let kept = record.clone();
+        owner
+            .emit_and_write(event, |run| {
+                run.isolation = Some(kept);
+                run.isolation_mode = Some(IsolationMode::Worktree);
+            })
+            .await;
+        Worktrees::open(record, &ctx.workspace, &ctx.run_dir, bounds).await
+    };
+    match opened.await {
         Ok(trees) => {
-            let record = trees.record().clone();
-            let event = RunEvent::Isolation {
-                mode: IsolationMode::Worktree,
-                branch: Some(record.branch.clone()),
-                repository: Some(ctx.show(&record.git_dir)),
-                note: None,
-            };
             let _ = ctx.isolation.set(Arc::new(trees));
-            owner.emit(event, |run| run.isolation = Some(record));
             Ok(())
         }
-        Err(e) if asked == IsolationMode::Auto => {
-            owner.emit(shared(Some(format!("no checkouts: {e}"))), |_| {});
+        Err(e) if asked == IsolationMode::Auto && owner.record().isolation.is_none() => {
+            owner
+                .emit_and_write(shared(Some(format!("no checkouts: {e}"))), |run| {
+                    run.isolation_mode = Some(IsolationMode::Shared)
+                })
+                .await;
             Ok(())
         }
         Err(e) => Err(format!("--isolation worktree: {e}")),
     }
+}
+
+/// The run cannot have the isolation it needs: it ends failed.
+fn isolation_failed(owner: &mut Owner<'_>, reason: String) -> u8 {
+    owner.emit(
+        RunEvent::IsolationFailed {
+            reason: reason.clone(),
+        },
+        |run| {
+            run.reason = Some(reason);
+        },
+    );
+    owner.close(RunStatus::Failed, EXIT_FAILED);
+    EXIT_FAILED
 }
 
 /// The Planner gave no valid first plan: a model that could not be asked

@@ -61,6 +61,13 @@ impl<'c> Owner<'c> {
         self.recorder.emit(&event, &self.record);
     }
 
+    /// `emit`, then waits until the record is on disk: an intent troupe
+    /// must find on resume before it acts on it.
+    pub async fn emit_and_write(&mut self, event: RunEvent, update: impl FnOnce(&mut RunRecord)) {
+        self.emit(event, update);
+        self.recorder.written().await;
+    }
+
     /// Changes the record without an event (counters, times).
     pub fn update(&mut self, update: impl FnOnce(&mut RunRecord)) {
         self.change(update);

@@ -128,6 +128,15 @@ impl Recorder {
         let _ = self.log.writer.send(ToWriter::State(Arc::clone(record)));
     }
 
+    /// Waits, off the agents' thread, until everything handed over so far
+    /// is on disk: what must be written before troupe acts on it.
+    pub async fn written(&self) {
+        let (done, wait) = channel();
+        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
+            let _ = tokio::task::spawn_blocking(move || wait.recv()).await;
+        }
+    }
+
     /// Waits until everything handed over so far is written and printed.
     pub fn flush(&self) {
         let (done, wait) = channel();

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::plan::{Plan, parse_plan};
-use crate::record::{RunRecord, RunStatus, StepStatus};
+use crate::record::{IsolationMode, RunRecord, RunStatus, StepStatus};
 
 /// Why a run cannot be resumed: the user's to fix.
 #[derive(Debug, thiserror::Error)]
@@ -50,12 +50,14 @@ pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
 
 /// The run's record, ready to go on: the plan checked, the steps that did
 /// not complete pending again. `plan_file` is a plan given on the command
-/// line, which must be the run's own.
+/// line, which must be the run's own; `isolation` the mode asked for, which
+/// must be the run's own unless it is `auto`.
 pub fn load(
     run_dir: &Path,
     plan_file: Option<&Plan>,
     accept_unreviewed: bool,
-) -> Result<(RunRecord, Vec<String>), ResumeError> {
+    isolation: IsolationMode,
+) -> Result<Resumed, ResumeError> {
     let fail = |reason: String| ResumeError {
         dir: run_dir.display().to_string(),
         reason,
@@ -64,7 +66,29 @@ pub fn load(
         .map_err(|e| fail(format!("cannot read run.json: {e}")))?;
     let mut record: RunRecord =
         serde_json::from_str(&text).map_err(|e| fail(format!("run.json is not valid: {e}")))?;
-    let plan_text = crate::fsutil::read_record(&run_dir.join("plan.json"))
+    let plan_path = run_dir.join("plan.json");
+    if record.steps.is_empty() {
+        // Ended before its plan reached run.json: planned again, from the
+        // plan.json it wrote first if it got that far.
+        let written = match crate::fsutil::read_record(&plan_path) {
+            Ok(text) => Some(
+                parse_plan(&text)
+                    .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?,
+            ),
+            Err(_) => None,
+        };
+        if let (Some(written), Some(given)) = (&written, plan_file)
+            && written.steps != given.steps
+        {
+            return Err(fail(
+                "the plan given with --plan is not this run's plan; start a new run with it instead"
+                    .to_string(),
+            ));
+        }
+        let plan = written.or_else(|| plan_file.cloned());
+        return Ok(Resumed::Unplanned { record, plan });
+    }
+    let plan_text = crate::fsutil::read_record(&plan_path)
         .map_err(|e| fail(format!("cannot read plan.json: {e}")))?;
     let plan = parse_plan(&plan_text)
         .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?;
@@ -81,6 +105,16 @@ pub fn load(
                 .to_string(),
         ));
     }
+    if let Some(ran) = isolation_of(&record)
+        && isolation != IsolationMode::Auto
+        && isolation != ran
+    {
+        return Err(fail(format!(
+            "its workers ran with --isolation {}; a resume goes on the same way (leave --isolation out, or give {})",
+            ran.as_str(),
+            ran.as_str()
+        )));
+    }
     let mut again = Vec::new();
     for step in &mut record.steps {
         if !step.is_settled(accept_unreviewed) {
@@ -95,7 +129,38 @@ pub fn load(
     record.status = RunStatus::Running;
     record.reason = None;
     record.completed_at = None;
-    Ok((record, again))
+    Ok(Resumed::Going { record, again })
+}
+
+/// A run read back for its resume.
+pub enum Resumed {
+    /// Planned: these steps run again.
+    Going {
+        record: RunRecord,
+        again: Vec<String>,
+    },
+    /// Stopped while it planned: it plans again, or takes this plan.
+    Unplanned {
+        record: RunRecord,
+        plan: Option<Plan>,
+    },
+}
+
+/// How the run's workers shared the workspace, as far as its record says:
+/// its isolation record, or the mode it chose, or, in a record older than
+/// that field, shared when any step already made an attempt. `None`: not
+/// chosen yet, for the resume to choose.
+pub fn isolation_of(record: &RunRecord) -> Option<IsolationMode> {
+    if record.isolation.is_some() {
+        return Some(IsolationMode::Worktree);
+    }
+    record.isolation_mode.or_else(|| {
+        record
+            .steps
+            .iter()
+            .any(|s| !s.attempts.is_empty())
+            .then_some(IsolationMode::Shared)
+    })
 }
 
 /// Whether the first plan's steps in the record are the plan's.

@@ -12,9 +12,17 @@ use crate::faults::{team_run_resume, wait_exit, wait_for};
 use crate::isolation::{git, repository};
 use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule};
 
-/// A directory holding a `git` that runs the real one and then, for a call
-/// whose words hold `window`, sleeps: the window stays open for a kill.
-fn git_holding(sandbox: &Sandbox, window: &str) -> PathBuf {
+/// When the held `git` sleeps: before its call is made, or after.
+#[derive(Clone, Copy, PartialEq)]
+enum Hold {
+    Before,
+    After,
+}
+
+/// A directory holding a `git` that runs the real one and, for a call
+/// whose words hold `window`, sleeps before or after: the window stays
+/// open for a kill.
+fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
     let real = String::from_utf8(
         Command::new("sh")
             .args(["-c", "command -v git"])
@@ -25,8 +33,13 @@ fn git_holding(sandbox: &Sandbox, window: &str) -> PathBuf {
     .unwrap();
     let dir = sandbox.root().join("held-git");
     std::fs::create_dir_all(&dir).unwrap();
+    let wait = format!("case \"$*\" in *\"{window}\"*) sleep 60;; esac\n");
+    let (before, after) = match hold {
+        Hold::Before => (wait.as_str(), ""),
+        Hold::After => ("", wait.as_str()),
+    };
     let script = format!(
-        "#!/bin/sh\n{} \"$@\"\ncode=$?\ncase \"$*\" in *\"{window}\"*) sleep 60;; esac\nexit $code\n",
+        "#!/bin/sh\n{before}{} \"$@\"\ncode=$?\n{after}exit $code\n",
         real.trim()
     );
     let path = dir.join("git");
@@ -97,7 +110,7 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
         worker_rule("s2", appends("appended-by-s2", 0)),
         approving_reviewer(),
     ];
-    let held = git_holding(&sandbox, "troupe: land");
+    let held = git_holding(&sandbox, "troupe: land", Hold::After);
     let mut troupe = start_with_path(&sandbox, rules.clone(), &held);
     wait_for("the branch to move", || {
         std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
@@ -207,4 +220,114 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
         on_branch(&sandbox, &run_id_of(&dir), "log.txt").unwrap(),
         "start|by-s1|"
     );
+}
+
+#[test]
+fn a_run_killed_before_its_branch_was_made_resumes_isolated_and_keeps_its_mode() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let rules = vec![
+        planner(json!([step("s1", &[])])),
+        worker_rule("s1", appends("by-s1", 0)),
+        approving_reviewer(),
+    ];
+    let held = git_holding(
+        &sandbox,
+        "troupe: the workspace as the run found it",
+        Hold::Before,
+    );
+    let mut killed = start_with_path(&sandbox, rules.clone(), &held);
+    wait_for("the isolation record", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .and_then(|run| std::fs::read_to_string(run.path().join("run.json")).ok())
+            .is_some_and(|text| text.contains("\"isolation_mode\""))
+    });
+    killed.kill().unwrap();
+    wait_exit(&mut killed);
+    let dir = run_dir(&sandbox);
+    let run_id = run_id_of(&dir);
+    assert!(
+        on_branch(&sandbox, &run_id, "log.txt").is_none(),
+        "no branch yet"
+    );
+
+    let model = sandbox.script(json!({"rules": rules}));
+    let mut other_mode = troupe();
+    other_mode
+        .args(["run", "--resume", &run_id, "--model", &model])
+        .args(["--isolation", "shared", "--workspace"])
+        .arg(sandbox.ws());
+    let refused = crate::common::run(other_mode);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("its workers ran with --isolation worktree; a resume goes on the same way"),
+        "{}",
+        refused.stderr
+    );
+
+    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(
+        on_branch(&sandbox, &run_id, "log.txt").unwrap(),
+        "start|by-s1|"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("log.txt")).unwrap(),
+        "start|",
+        "the step did not run in the user's workspace"
+    );
+}
+
+/// A run killed while it planned, as its records may stand: `plan.json`
+/// written or not, run.json without steps.
+fn killed_while_planning(keep_plan: bool) {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", crate::team::worker_writes("a", 0)),
+        worker_rule("b", crate::team::worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let first = crate::team::team_run(&sandbox, rules.clone(), &["--isolation", "shared"]);
+    assert_eq!(first.run.code, 0, "{}", first.run.stderr);
+    let mut record = first.record();
+    record["steps"] = json!([]);
+    record["status"] = json!("planning");
+    record["isolation_mode"] = Value::Null;
+    std::fs::write(first.dir.join("run.json"), record.to_string()).unwrap();
+    // Nothing of a step is made before its plan reaches run.json.
+    for step in ["a", "b"] {
+        std::fs::remove_dir_all(first.dir.join(step)).unwrap();
+    }
+    if !keep_plan {
+        std::fs::remove_file(first.dir.join("plan.json")).unwrap();
+    }
+    let resumed = team_run_resume(&sandbox, rules, &run_id_of(&first.dir));
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let record = first.record();
+    assert_eq!(record["status"], "completed");
+    let ids: Vec<&str> = record["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert!(first.dir.join("plan.json").is_file());
+}
+
+#[test]
+fn a_run_killed_after_writing_its_plan_resumes_from_it() {
+    killed_while_planning(true);
+}
+
+#[test]
+fn a_run_killed_while_it_planned_plans_again() {
+    killed_while_planning(false);
 }

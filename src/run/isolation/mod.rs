@@ -51,39 +51,6 @@ use crate::protocol::RESULTS_DIR;
 use crate::record::{ChangeRecord, IsolationRecord};
 use crate::signal::StopSignal;
 
-/// How a run's workers share the workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum IsolationMode {
-    /// Every worker writes the workspace itself.
-    Shared,
-    /// Every attempt in a checkout of its own, merged on approval.
-    Worktree,
-    /// `worktree` when more than one step can run at once, else `shared`.
-    #[default]
-    Auto,
-}
-
-impl IsolationMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IsolationMode::Shared => "shared",
-            IsolationMode::Worktree => "worktree",
-            IsolationMode::Auto => "auto",
-        }
-    }
-
-    /// The mode a run uses, given the most steps its plan can run at once
-    /// (within `--max-parallel`).
-    pub fn resolve(self, at_once: usize) -> IsolationMode {
-        match self {
-            IsolationMode::Auto if at_once > 1 => IsolationMode::Worktree,
-            IsolationMode::Auto => IsolationMode::Shared,
-            mode => mode,
-        }
-    }
-}
-
 impl IsolationRecord {
     /// The integration branch's full reference.
     pub fn reference(&self) -> String {
@@ -191,13 +158,15 @@ struct Head {
 }
 
 impl Worktrees {
-    /// Records the workspace as it is and starts the integration branch.
-    pub async fn start(
+    /// Records the workspace as it is: the run's isolation, its branch
+    /// not made yet. The run writes the record down before `open` makes
+    /// the branch, so a resume always knows what a branch of the run is.
+    pub async fn prepare(
         workspace: &Path,
         run_dir: &Path,
         run_id: &str,
-        bounds: Bounds,
-    ) -> Result<Worktrees, IsolationError> {
+        bounds: &Bounds,
+    ) -> Result<IsolationRecord, IsolationError> {
         check_version().await?;
         let (git, private) = match git::repository_at(workspace).await {
             Some(git_dir) => (Git::new(git_dir), false),
@@ -205,29 +174,18 @@ impl Worktrees {
         };
         let git = git.stopped_by(bounds.stop.clone());
         let snapshot = snapshot(&git, workspace, run_dir, run_id, private).await?;
-        let record = IsolationRecord {
+        Ok(IsolationRecord {
             git_dir: git.git_dir.clone(),
             private,
             branch: format!("troupe/{run_id}"),
             snapshot,
-        };
-        git.run(
-            &Place::default(),
-            [
-                "update-ref",
-                "-m",
-                "troupe: the workspace as the run found it",
-                &record.reference(),
-                &record.snapshot,
-                "",
-            ],
-        )
-        .await?;
-        Self::with(git, record, workspace, run_dir, bounds).await
+        })
     }
 
-    /// The isolation of a run being resumed.
-    pub async fn resume(
+    /// The run's trees for `record`, with its branch made at the snapshot
+    /// if it is not there yet (a run that was stopped, or killed, between
+    /// writing the record and making the branch).
+    pub async fn open(
         record: IsolationRecord,
         workspace: &Path,
         run_dir: &Path,
@@ -235,6 +193,24 @@ impl Worktrees {
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let git = Git::new(record.git_dir.clone()).stopped_by(bounds.stop.clone());
+        let reference = format!("{}^{{commit}}", record.reference());
+        let found = git
+            .output(
+                &Place::default(),
+                &["rev-parse", "--verify", "-q", &reference],
+            )
+            .await?;
+        if found.code != Some(0) {
+            let args = [
+                "update-ref",
+                "-m",
+                "troupe: the workspace as the run found it",
+                &record.reference(),
+                &record.snapshot,
+                "",
+            ];
+            git.run(&Place::default(), args).await?;
+        }
         Self::with(git, record, workspace, run_dir, bounds).await
     }
 
