@@ -56,3 +56,57 @@ fn strict_flushes_every_write_and_commit_only_its_commit_points() {
         "strict flushes more: {strict} against {commit}"
     );
 }
+
+/// fsync-family calls made by the git processes of an isolated team run
+/// of one step, and how many git processes ran.
+fn git_flushes() -> (usize, usize) {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let rules = vec![
+        crate::team::planner(json!([crate::team::step("a", &[])])),
+        crate::team::worker_rule("a", crate::team::worker_writes("a", 0)),
+        crate::team::approving_reviewer(),
+    ];
+    let run = crate::team::team_command(&sandbox, rules, &["--isolation", "worktree"]);
+    let trace = sandbox.ws().with_file_name("strace.txt");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=execve,fsync,fdatasync", "-o"])
+        .arg(&trace)
+        .arg(run.get_program())
+        .args(run.get_args())
+        .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("strace is installed (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let pid = |line: &str| line.split_whitespace().next().map(str::to_string);
+    let gits: std::collections::HashSet<String> = text
+        .lines()
+        .filter(|l| l.contains("execve(\"") && l.contains("/git\"") && !l.contains("= -1"))
+        .filter_map(pid)
+        .collect();
+    let flushes = text
+        .lines()
+        .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
+        .filter(|l| pid(l).is_some_and(|p| gits.contains(&p)))
+        .count();
+    (flushes, gits.len())
+}
+
+#[test]
+fn git_flushes_what_a_landing_writes() {
+    let traced = Command::new("strace").arg("-V").output().is_ok();
+    if !present("durability", "strace", traced) {
+        return;
+    }
+    let (flushes, gits) = git_flushes();
+    assert!(gits > 5, "the run's git calls were traced: {gits}");
+    assert!(
+        flushes > 0,
+        "git flushed its objects and refs: {flushes} in {gits} calls"
+    );
+}

@@ -249,6 +249,12 @@ const HARDENED: &[&str] = &[
     "diff.external=",
     "protocol.allow=never",
     "advice.detachedHead=false",
+    // The objects and refs a landing writes reach the disk before run.json
+    // says the step is done: a power cut cannot leave a committed step
+    // whose commit is gone. In batches, so a snapshot of many files costs
+    // one flush, not one per file.
+    "core.fsync=committed",
+    "core.fsyncMethod=batch",
 ];
 
 /// `git` with the environment every call gets (`process::Spawn::git`).
