@@ -331,3 +331,62 @@ fn a_run_killed_after_writing_its_plan_resumes_from_it() {
 fn a_run_killed_while_it_planned_plans_again() {
     killed_while_planning(false);
 }
+
+#[test]
+fn an_apply_cut_short_is_finished_by_the_next_one() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", crate::team::worker_writes("a", 0)),
+        worker_rule("b", crate::team::worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let run_id = run_id_of(&team.dir);
+    let apply = |path: Option<&Path>| {
+        let mut command = troupe();
+        command
+            .args(["apply", &run_id, "--workspace"])
+            .arg(sandbox.ws());
+        if let Some(first) = path {
+            let path = format!(
+                "{}:{}",
+                first.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            command.env("PATH", path);
+        }
+        command
+    };
+    let held = git_holding(&sandbox, "checkout-index", Hold::Before);
+    let mut cut = apply(Some(&held))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the apply's journal", || {
+        team.dir.join("apply.json").is_file()
+    });
+    cut.kill().unwrap();
+    wait_exit(&mut cut);
+    // As a kill in the middle of writing leaves it: one file begun, and
+    // git's lock of troupe's scratch index.
+    std::fs::write(sandbox.ws().join("a.txt"), "").unwrap();
+    std::fs::write(team.dir.join("apply-check.index.lock"), "").unwrap();
+
+    let again = crate::common::run(apply(None));
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "a"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("b.txt")).unwrap(),
+        "b"
+    );
+    assert!(!team.dir.join("apply.json").exists(), "finished");
+    assert!(!team.dir.join("apply-check.index.lock").exists());
+}

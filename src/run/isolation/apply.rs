@@ -4,11 +4,32 @@
 //! since the snapshot. Temporary indexes only: the user's index and
 //! branch stay as they were, and the changes show as edits in the work
 //! tree.
+//!
+//! An apply is written down before its first file (`apply.json` in the
+//! run directory: the head, the paths to write and to remove), so that an
+//! apply cut short (Ctrl-C, a kill) is finished by the next one: the paths
+//! it was writing are troupe's, whatever state it left them in, never
+//! taken for the user's changes. Stale locks of troupe's own scratch
+//! indexes are removed first.
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::git::{Git, GitError, Place};
+use crate::fsutil::Durability;
 use crate::record::IsolationRecord;
+
+/// The scratch indexes an apply uses in the run directory.
+const SCRATCH: [&str; 2] = ["apply-head.index", "apply-check.index"];
+
+/// An apply under way: what it is about to write and remove.
+#[derive(Debug, Serialize, Deserialize)]
+struct Journal {
+    head: String,
+    written: Vec<String>,
+    removed: Vec<String>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -28,6 +49,11 @@ pub enum ApplyError {
     },
     #[error("cannot remove {path}: {source}", path = .path.display())]
     Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot keep the apply's journal {path}: {source}", path = .path.display())]
+    Journal {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -57,6 +83,15 @@ pub async fn apply(
 ) -> Result<Applied, ApplyError> {
     let git = Git::new(record.git_dir.clone());
     let here = Place::default();
+    clear_stale_locks(scratch);
+    let journal_path = scratch.join("apply.json");
+    // What an earlier apply of this head was writing when it was cut
+    // short: troupe's own, to finish.
+    let unfinished: Vec<String> =
+        crate::fsutil::read_json::<Journal>(&journal_path, "the apply journal")
+            .ok()
+            .map(|j| j.written.into_iter().chain(j.removed).collect())
+            .unwrap_or_default();
     let reference = record.reference();
     let head = git
         .run(&here, ["rev-parse", "--verify", &reference])
@@ -89,7 +124,7 @@ pub async fn apply(
     // nothing (an apply done before).
     let meanwhile: Vec<String> = from_snapshot
         .iter()
-        .filter(|p| from_head.contains(p))
+        .filter(|p| from_head.contains(p) && !unfinished.contains(p))
         .cloned()
         .collect();
     if !meanwhile.is_empty() {
@@ -107,8 +142,19 @@ pub async fn apply(
             (_, true) => applied.written.push(path),
         }
     }
+    let journal = Journal {
+        head: head.to_string(),
+        written: applied.written.clone(),
+        removed: applied.removed.clone(),
+    };
+    crate::fsutil::write_json_atomic(&journal_path, &journal, Durability::Commit).map_err(
+        |source| ApplyError::Journal {
+            path: journal_path.clone(),
+            source,
+        },
+    )?;
     if !applied.written.is_empty() {
-        let index = scratch.join("apply-head.index");
+        let index = scratch.join(SCRATCH[0]);
         let place = Place {
             work_tree: Some(workspace),
             index: Some(&index),
@@ -131,7 +177,25 @@ pub async fn apply(
             Err(source) => return Err(ApplyError::Remove { path: full, source }),
         }
     }
+    // Done: nothing is left for a next apply to finish.
+    match std::fs::remove_file(&journal_path) {
+        Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+            return Err(ApplyError::Journal {
+                path: journal_path,
+                source,
+            });
+        }
+        _ => {}
+    }
     Ok(applied)
+}
+
+/// git's lock files of troupe's scratch indexes, left by an apply that was
+/// killed: troupe's own, never the user's to remove.
+fn clear_stale_locks(scratch: &Path) {
+    for index in SCRATCH {
+        let _ = std::fs::remove_file(scratch.join(format!("{index}.lock")));
+    }
 }
 
 /// Those of `paths` whose state in `workspace` is not the one in the
@@ -144,7 +208,7 @@ async fn differing(
     scratch: &Path,
     paths: &[&str],
 ) -> Result<Vec<String>, GitError> {
-    let index = scratch.join("apply-check.index");
+    let index = scratch.join(SCRATCH[1]);
     let place = Place {
         work_tree: Some(workspace),
         index: Some(&index),
