@@ -27,6 +27,9 @@ use crate::signal::StopCause;
 /// After the child exits, how long to keep reading lines still in the pipe
 /// (a stray grandchild may hold it open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// How long a watchdog that fired looks for a line already sent.
+const LATE_LINE: Duration = Duration::from_millis(200);
+
 /// How long to keep killing a session's stragglers before giving up.
 const KILL_PATIENCE: Duration = Duration::from_secs(3);
 
@@ -246,17 +249,22 @@ impl Served<'_, '_> {
                 reported_at = Some(Instant::now());
             }
             let linger_until = reported_at.map(|at| after_tokio(at, limits.kill_grace));
+            // In this order: the run's stop and the child's own timeout
+            // first, so that no flood of lines holds them off; then what
+            // the child said, before any watchdog, so that lines the
+            // kernel took while troupe itself was stalled (stopped,
+            // suspended, starved) count as heard, and a stall of troupe
+            // never fails an agent that kept working.
             tokio::select! {
-                line = lines.next_line() => match line {
-                    Ok(Some(line)) => {
-                        last_heard = Instant::now();
-                        if let Err(e) = self.handle(&line) {
-                            return Ending::Protocol(e);
-                        }
+                biased;
+                cause = self.run.stop.stopped() => return Ending::Stopped(cause),
+                () = sleep_until(deadline) => return Ending::Timeout,
+                line = lines.next_line() => {
+                    last_heard = Instant::now();
+                    if let Some(ending) = self.heard(line) {
+                        return ending;
                     }
-                    Ok(None) => return Ending::Eof,
-                    Err(e) => return Ending::Protocol(e.into()),
-                },
+                }
                 Some(retry) = self.retries.1.recv() => {
                     last_heard = Instant::now();
                     self.event(AgentEvent::ModelRetry { retry: &retry });
@@ -281,14 +289,50 @@ impl Served<'_, '_> {
                 () = sleep_until(linger_until.unwrap_or(deadline)), if linger_until.is_some() => {
                     return Ending::Lingered;
                 }
-                () = sleep_until(deadline) => return Ending::Timeout,
-                cause = self.run.stop.stopped() => return Ending::Stopped(cause),
-                () = sleep_until(after_tokio(started, limits.launch_timeout)), if !self.hello => return Ending::NoHello,
+                () = sleep_until(after_tokio(started, limits.launch_timeout)), if !self.hello => {
+                    match self.late_line(lines).await {
+                        Some(Ok(())) => last_heard = Instant::now(),
+                        Some(Err(ending)) => return ending,
+                        None => return Ending::NoHello,
+                    }
+                }
                 () = sleep_until(idle_at.unwrap_or(deadline)), if watch_idle => {
-                    return Ending::Idle(limits.idle_timeout.unwrap_or_default());
+                    match self.late_line(lines).await {
+                        Some(Ok(())) => last_heard = Instant::now(),
+                        Some(Err(ending)) => return ending,
+                        None => return Ending::Idle(limits.idle_timeout.unwrap_or_default()),
+                    }
                 }
             }
         }
+    }
+
+    /// A line read from the child: kept, or how the conversation ends.
+    fn heard(
+        &mut self,
+        line: Result<Option<String>, crate::protocol::codec::ProtocolError>,
+    ) -> Option<Ending> {
+        match line {
+            Ok(Some(line)) => self.handle(&line).err().map(Ending::Protocol),
+            Ok(None) => Some(Ending::Eof),
+            Err(e) => Some(Ending::Protocol(e.into())),
+        }
+    }
+
+    /// A watchdog fired: a line the child sent while troupe itself was
+    /// stalled may be in the pipe still, and is looked for a moment
+    /// before the child is taken for silent. `None`: no line came.
+    async fn late_line(
+        &mut self,
+        lines: &mut LineReader<BufReader<ChildStdout>>,
+    ) -> Option<Result<(), Ending>> {
+        let line = tokio::time::timeout(LATE_LINE, lines.next_line())
+            .await
+            .ok()?;
+        Some(match self.heard(line) {
+            Some(ending) => Err(ending),
+            None => Ok(()),
+        })
     }
 
     /// Ask the child to stop, listen during the grace period, then leave

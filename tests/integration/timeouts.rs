@@ -133,3 +133,46 @@ fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
         results[1]
     );
 }
+
+#[test]
+fn a_stall_of_troupe_fails_no_agent_that_kept_working() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let sleeps = |secs: &str| json!({"tool_calls": [{"name": "run_command", "arguments": {"command": format!("sleep {secs}")}}]});
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        sleeps("1"),
+        sleeps("1.1"),
+        sleeps("1.2"),
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "slept"}}]}
+    ]}]}));
+    let mut spawn = crate::common::spawn_command(&sandbox, 1, "sleep a while", &model);
+    spawn
+        .args(["--idle-timeout", "2", "--launch-timeout", "2"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut troupe = spawn.spawn().unwrap();
+    let pid = troupe.id().to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    // Stopped before the agent says hello, and again while it works: each
+    // time for longer than both watchdogs allow.
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(3));
+    signal("-CONT");
+    std::thread::sleep(Duration::from_millis(1500));
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(3));
+    signal("-CONT");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
+    let status = troupe.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{out}");
+    let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(result["status"], "completed", "{result}");
+}
