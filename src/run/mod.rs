@@ -58,6 +58,7 @@ use self::events::RunEvent;
 use self::owner::Owner;
 use self::resume::ResumeError;
 use self::wiring::{Agents, Wiring};
+use crate::fsutil::dir_lock::DirLock;
 use crate::llm::ChatModel;
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
@@ -122,8 +123,12 @@ enum Opening {
     Resume { again: Vec<String> },
 }
 
+/// Runs a team from `config.start` to its end. The run directory is held
+/// (`fsutil::dir_lock`) from before its first record to after its last,
+/// so that a reader who finds run.json under way and the directory free
+/// knows the run died, and a second `--resume` is refused.
 pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutcome, TeamError> {
-    let (run_dir, record, opening) = match config.start {
+    let (run_dir, _held, record, opening) = match config.start {
         Start::Fresh { goal, plan } => {
             let run_id = new_run_id();
             let run_dir = config
@@ -131,14 +136,16 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 .join(crate::protocol::RESULTS_DIR)
                 .join(&run_id);
             crate::fsutil::nofollow::create_new_dir(&run_dir)?;
+            let held = DirLock::take(&run_dir).map_err(std::io::Error::other)?;
             let record = fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
-            (run_dir, record, Opening::Plan { goal, plan })
+            (run_dir, held, record, Opening::Plan { goal, plan })
         }
         Start::Resume { run_dir, plan } => {
+            let held = resume::hold(&run_dir)?;
             let (mut record, again) =
                 resume::load(&run_dir, plan.as_ref(), config.team.accept_unreviewed)?;
             record.settings = serde_json::to_value(&config.team).unwrap_or_default();
-            (run_dir, record, Opening::Resume { again })
+            (run_dir, held, record, Opening::Resume { again })
         }
     };
     let stop = StopSignal::default();

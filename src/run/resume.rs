@@ -2,10 +2,12 @@
 //! its plan, and every step that did not complete set to run again.
 //! Completed steps stay, with their results, which feed their dependents
 //! as before; earlier attempts stay in the record and new ones are
-//! numbered after them.
+//! numbered after them. A run that a troupe is still running is not
+//! picked up twice: the run holds its directory while it lives.
 
 use std::path::{Path, PathBuf};
 
+use crate::fsutil::dir_lock::{DirLock, LockError};
 use crate::plan::{Plan, parse_plan};
 use crate::record::{RunRecord, RunStatus, StepStatus};
 
@@ -46,6 +48,28 @@ pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
         )));
     }
     Ok(dir)
+}
+
+/// The run's directory, held for the resumed run's life; refused, naming
+/// the holder's pid, while another troupe runs it.
+pub fn hold(run_dir: &Path) -> Result<DirLock, ResumeError> {
+    let fail = |reason: String| ResumeError {
+        dir: run_dir.display().to_string(),
+        reason,
+    };
+    let run = run_dir.file_name().map_or_else(
+        || run_dir.display().to_string(),
+        |id| id.to_string_lossy().into_owned(),
+    );
+    DirLock::take(run_dir).map_err(|e| match e {
+        LockError::Held { pid: Some(pid) } => fail(format!(
+            "troupe (pid {pid}) is running it now; follow it with `troupe show {run} --follow`, or stop it (Ctrl-C there, or kill -INT {pid}) and resume it then"
+        )),
+        LockError::Held { pid: None } => fail(format!(
+            "another troupe is running it now; follow it with `troupe show {run} --follow`, or stop that one first"
+        )),
+        LockError::Io(e) => fail(format!("cannot hold its directory: {e}")),
+    })
 }
 
 /// The run's record, ready to go on: the plan checked, the steps that did
@@ -109,3 +133,4 @@ fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
                 && r.dependencies == p.dependencies
         })
 }
+
