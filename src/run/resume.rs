@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::fsutil::dir_lock::{DirLock, LockError};
 use crate::plan::{Plan, parse_plan};
-use crate::record::{RunRecord, RunStatus, StepStatus};
+use crate::protocol::AgentStatus;
+use crate::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 
 /// Why a run cannot be resumed: the user's to fix.
 #[derive(Debug, thiserror::Error)]
@@ -106,8 +107,10 @@ pub fn load(
         ));
     }
     let mut again = Vec::new();
+    let shown_dir = PathBuf::from(&record.run_dir);
     for step in &mut record.steps {
         if !step.is_settled(accept_unreviewed) {
+            close_cut_off(step, &run_dir.join(&step.id), &shown_dir.join(&step.id));
             step.status = StepStatus::Pending;
             step.reason = None;
             step.started_at = None;
@@ -122,6 +125,57 @@ pub fn load(
     Ok((record, again))
 }
 
+/// What is said of an agent whose end troupe never recorded.
+const CUT_OFF: &str = "troupe ended before this agent did (it was killed, or its machine went down); the step runs again";
+
+/// The attempts of `step` that a troupe killed without a word left: an
+/// agent the record has as running is ended, saying so, and an attempt
+/// whose directory is on disk but not in the record (run.json follows an
+/// agent's start by a moment) is recorded, so that the next attempt is
+/// numbered after every one on disk and never starts in an old one's
+/// directory. `step_dir` is the step's directory, `shown_dir` the same as
+/// the record shows it.
+fn close_cut_off(step: &mut StepRecord, step_dir: &Path, shown_dir: &Path) {
+    for attempt in &mut step.attempts {
+        let agents = attempt.worker.iter_mut().chain(attempt.reviews.iter_mut());
+        for agent in agents.filter(|a| a.status == AgentStatus::Running) {
+            agent.status = AgentStatus::Error;
+            agent.error = Some(CUT_OFF.to_string());
+        }
+    }
+    let recorded = step.attempts.iter().map(|a| a.attempt).max().unwrap_or(0);
+    for attempt in recorded + 1..=last_attempt_on_disk(step_dir) {
+        let name = format!("worker-{attempt}");
+        let started = std::fs::symlink_metadata(step_dir.join(&name)).is_ok_and(|m| m.is_dir());
+        let slot = step.attempt_mut(attempt);
+        if started {
+            let dir = shown_dir.join(name).display().to_string();
+            slot.worker = Some(AgentRecord::not_run(dir, &CUT_OFF));
+        }
+    }
+}
+
+/// The highest attempt number among the names in a step's directory
+/// (`worker-3`, `review-3-2`, `checkout-3`, `change-3.diff`); 0 for none.
+fn last_attempt_on_disk(step_dir: &Path) -> u32 {
+    let Ok(entries) = std::fs::read_dir(step_dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (kind, rest) = name.split_once('-')?;
+            if !["worker", "review", "checkout", "change"].contains(&kind) {
+                return None;
+            }
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Whether the first plan's steps in the record are the plan's.
 fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
     let recorded: Vec<_> = record.steps.iter().filter(|s| s.round == 0).collect();
@@ -134,3 +188,65 @@ fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
         })
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Step;
+
+    /// A run killed just as step `a`'s second worker started: run.json,
+    /// written a moment behind, has attempt 1 with its worker and reviewer
+    /// running, and no attempt 2; `worker-2/` is on disk.
+    #[test]
+    fn a_killed_runs_cut_off_attempts_are_closed_and_the_next_one_is_numbered_after_the_disk() {
+        let ws = tempfile::tempdir().unwrap();
+        let run_dir = ws.path().join("sub_agent_results/run_x");
+        std::fs::create_dir_all(run_dir.join("a/worker-2")).unwrap();
+        let plan = Plan {
+            summary: "p".to_string(),
+            steps: vec![Step {
+                id: "a".to_string(),
+                description: "do a".to_string(),
+                kind: "FILE_WRITE".to_string(),
+                dependencies: Vec::new(),
+            }],
+        };
+        let team = crate::run::tests::settings();
+        let mut record = crate::run::fresh_record(ws.path(), &team, "run_x", "g", &run_dir);
+        record.status = RunStatus::Running;
+        let mut step = StepRecord::new(&plan.steps[0], 0);
+        step.status = StepStatus::Running;
+        let slot = step.attempt_mut(1);
+        let running = |dir: &str| AgentRecord::running(format!("sub_agent_results/run_x/a/{dir}"));
+        slot.worker = Some(running("worker-1"));
+        slot.reviews.push(running("review-1"));
+        record.steps.push(step);
+        crate::fsutil::write_json_atomic(
+            &run_dir.join("run.json"),
+            &record,
+            crate::fsutil::Durability::Atomic,
+        )
+        .unwrap();
+        crate::fsutil::write_json_atomic(
+            &run_dir.join("plan.json"),
+            &plan,
+            crate::fsutil::Durability::Atomic,
+        )
+        .unwrap();
+
+        let (record, again) = load(&run_dir, None, false).unwrap();
+        assert_eq!(again, ["a"]);
+        let step = record.step("a").unwrap();
+        let numbers: Vec<u32> = step.attempts.iter().map(|a| a.attempt).collect();
+        assert_eq!(numbers, [1, 2], "attempt 2 is on disk");
+        let first = &step.attempts[0];
+        let agents = first.worker.iter().chain(&first.reviews);
+        for agent in agents.chain(step.attempts[1].worker.as_ref()) {
+            assert_eq!(agent.status, AgentStatus::Error, "{agent:?}");
+            assert!(agent.error.as_deref().is_some_and(|e| e.contains("killed")));
+        }
+        assert_eq!(
+            step.attempts[1].worker.as_ref().unwrap().dir,
+            "sub_agent_results/run_x/a/worker-2"
+        );
+    }
+}

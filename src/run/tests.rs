@@ -205,7 +205,7 @@ fn plan(steps: &[(&str, &[&str])]) -> Plan {
     }
 }
 
-fn settings() -> TeamSettings {
+pub(super) fn settings() -> TeamSettings {
     TeamSettings {
         max_parallel: 5,
         max_retries: 2,
