@@ -229,8 +229,7 @@ async fn conduct(
                         run.reason = Some(reason);
                     },
                 );
-                owner.close(RunStatus::Failed, EXIT_FAILED);
-                return Ok(EXIT_FAILED);
+                return Ok(owner.close(RunStatus::Failed, EXIT_FAILED));
             }
         }
         Opening::Resume { again } => {
@@ -379,8 +378,7 @@ fn no_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
         }
     };
     owner.emit(event, |run| run.reason = Some(said));
-    owner.close(RunStatus::Failed, exit_code);
-    exit_code
+    owner.close(RunStatus::Failed, exit_code)
 }
 
 /// `value` as pretty JSON, written atomically on a blocking thread so
