@@ -83,7 +83,7 @@ impl SeenRun {
     pub fn died_note(&self) -> Option<String> {
         self.died.then(|| {
             format!(
-                "run.json says {}, but no troupe is running it any more (it was killed, or its machine went down); `{}` continues it",
+                "run.json says {}, but no troupe is running it any more (killed, or unable to write its end); `{}` continues it",
                 self.record.status.as_str(),
                 self.record.resume_command()
             )
