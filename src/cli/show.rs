@@ -113,16 +113,19 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         Target::Agent(dir) => show_agent(&dir, &args, &render).await,
         Target::Run(dir) if args.follow => follow_run(&dir, args.json).await,
         Target::Run(dir) => {
-            let seen = see(&dir).map_err(UsageError::Said)?;
             if args.json {
-                // The file as it is, unless it died: run.json still says
-                // it is under way, and a script must not wait for it.
-                match seen.died {
-                    true => crate::say!("{}", serde_json::to_string_pretty(&seen.to_json()?)?),
-                    false => crate::console::out(&read(&dir.join("run.json"))?),
+                // The file as it is (even one this troupe cannot read as a
+                // record), unless it died: run.json still says it is under
+                // way, and a script must not wait for it.
+                match see(&dir) {
+                    Ok(seen) if seen.died => {
+                        crate::say!("{}", serde_json::to_string_pretty(&seen.to_json()?)?);
+                    }
+                    _ => crate::console::out(&read(&dir.join("run.json"))?),
                 }
                 return Ok(ExitCode::SUCCESS);
             }
+            let seen = see(&dir).map_err(UsageError::Said)?;
             let run = &seen.record;
             let status = |id: &str| run.step(id).map(|s| s.status);
             let text = match args.format {
