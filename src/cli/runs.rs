@@ -15,7 +15,8 @@ use crate::text::{columns, excerpt};
     after_help = "Examples:\n  troupe runs\n  troupe runs --workspace ./repo --json\n  troupe show last        # the newest run"
 )]
 pub struct RunsArgs {
-    /// One JSON object per run (its run.json), one per line.
+    /// One JSON object per run (its run.json), one per line; a run that
+    /// died has "status": "died" and run.json's word in "recorded_status".
     #[arg(long)]
     pub json: bool,
 
@@ -28,7 +29,7 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
     let runs = records(&results);
     if args.json {
         for run in &runs {
-            crate::say!("{}", serde_json::to_string(run)?);
+            crate::say!("{}", serde_json::to_string(&run.to_json()?)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -42,11 +43,12 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
     };
     let rows: Vec<[String; 7]> = runs
         .iter()
-        .map(|run| {
+        .map(|seen| {
+            let run = &seen.record;
             let t = &run.totals;
             [
                 run.run_id.clone(),
-                render.status(&run.status),
+                render.status(&seen.state()),
                 format!("{}/{}", t.completed, t.steps),
                 t.agents.to_string(),
                 t.token_usage.total.to_string(),
@@ -59,5 +61,15 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
         "run", "status", "steps", "agents", "tokens", "duration", "goal",
     ];
     crate::console::out(&columns("", header, &rows));
+    let notes: Vec<String> = runs
+        .iter()
+        .filter_map(|seen| {
+            let note = seen.died_note()?;
+            Some(format!("{} died: {note}\n", seen.record.run_id))
+        })
+        .collect();
+    if !notes.is_empty() {
+        crate::console::out(&format!("\n{}", notes.concat()));
+    }
     Ok(ExitCode::SUCCESS)
 }

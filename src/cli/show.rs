@@ -12,6 +12,7 @@ use super::UsageError;
 use super::agents::Place;
 use crate::inspect::conversation::Render;
 use crate::inspect::run::{run_text, step_text};
+use crate::inspect::seen::see;
 use crate::inspect::{Target, graph, html, load_run, resolve};
 use crate::paint::Painter;
 use crate::protocol::{AgentStatus, SUBAGENT_DIR};
@@ -113,13 +114,22 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         Target::Run(dir) if args.follow => follow_run(&dir, args.json).await,
         Target::Run(dir) => {
             if args.json {
-                crate::console::out(&read(&dir.join("run.json"))?);
+                // The file as it is (even one this troupe cannot read as a
+                // record), unless it died: run.json still says it is under
+                // way, and a script must not wait for it.
+                match see(&dir) {
+                    Ok(seen) if seen.died => {
+                        crate::say!("{}", serde_json::to_string_pretty(&seen.to_json()?)?);
+                    }
+                    _ => crate::console::out(&read(&dir.join("run.json"))?),
+                }
                 return Ok(ExitCode::SUCCESS);
             }
-            let run = load_run(&dir).map_err(UsageError::Said)?;
+            let seen = see(&dir).map_err(UsageError::Said)?;
+            let run = &seen.record;
             let status = |id: &str| run.step(id).map(|s| s.status);
             let text = match args.format {
-                Format::Text => run_text(&run, &render),
+                Format::Text => run_text(&seen, &render),
                 Format::Dot => graph::dot(&run.live_plan(), &status),
                 Format::Mermaid => graph::mermaid(&run.live_plan(), &status),
             };
@@ -220,8 +230,10 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
 }
 
 /// The run's events as they come, one line each (`--json`: as written),
-/// until `run_finished`, or until the run is seen to have ended without it
-/// (killed).
+/// until `run_finished`, or until the run is seen to have ended without
+/// it: its record sealed, or no troupe running it any more (it died,
+/// exit 1, with the command that resumes it; on stderr with `--json`,
+/// whose stdout is events only).
 async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let events = dir.join("events.jsonl");
     let mut seen = 0;
@@ -242,9 +254,17 @@ async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
         seen = complete;
-        let ended = load_run(dir).is_ok_and(|run| run.completed_at.is_some());
-        if ended {
-            return Ok(ExitCode::SUCCESS);
+        match see(dir) {
+            Ok(run) if run.died => {
+                let note = run.died_note().unwrap_or_default();
+                match json {
+                    true => crate::tell!("troupe: {note}"),
+                    false => crate::say!("(the run died: {note})"),
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            Ok(run) if run.record.completed_at.is_some() => return Ok(ExitCode::SUCCESS),
+            _ => {}
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -274,7 +294,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Target::Run(dir) => dir,
         _ => return Err(UsageError::Said(format!("`{}` is not a run", args.run)).into()),
     };
-    let run = load_run(&dir).map_err(UsageError::Said)?;
+    let run = see(&dir).map_err(UsageError::Said)?;
     let page = html::report(&run);
     match &args.output {
         Some(path) => {

@@ -1,7 +1,9 @@
 //! troupe's own files: records written atomically and read with a bound
-//! (`records`), and paths opened without following links (`nofollow`),
-//! because the workspace they live in is also the agents' to write.
+//! (`records`), paths opened without following links (`nofollow`),
+//! because the workspace they live in is also the agents' to write, and
+//! directories held by the process at work in them (`dir_lock`).
 
+pub mod dir_lock;
 mod durability;
 mod latest;
 pub mod nofollow;

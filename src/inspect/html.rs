@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
+use super::Shown;
 use super::graph::{svg, xml};
+use super::seen::SeenRun;
 use crate::protocol::SUBAGENT_DIR;
 use crate::record::RunRecord;
 use crate::record::{AgentRecord, StepRecord};
@@ -16,7 +18,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}\
 table{border-collapse:collapse}td,th{border:1px solid #cfd8dc;padding:4px 8px;text-align:left;vertical-align:top;white-space:nowrap}\
 .status{padding:1px 6px;border-radius:4px;background:#eceff1}.completed{background:#c8e6c9}\
 .approved{background:#c8e6c9}.rejected{background:#ffe0b2}\
-.failed,.unreviewed,.error,.timeout,.idle_timeout,.context_exhausted{background:#ffcdd2}\
+.failed,.died,.unreviewed,.error,.timeout,.idle_timeout,.context_exhausted{background:#ffcdd2}\
 td.id,td.outcome,td.desc{white-space:normal;overflow-wrap:anywhere}td.id{min-width:6em;max-width:18em}.dag{max-width:100%;height:auto}\
 .args{margin:.2em 0 .2em 1em}.args dt{font-family:monospace;color:#00695c}.args dd{margin:0 0 .3em 1em}\
 .result.error pre{background:#fdecea}.running,.reviewing{background:#fff3c4}\
@@ -25,7 +27,8 @@ summary{cursor:pointer;font-weight:bold}.msg{margin:.5em 0}.who{font-size:.8em;c
 pre{white-space:pre-wrap;word-break:break-word;background:#f5f7f8;padding:.5em;margin:.2em 0}\
 .call{font-family:monospace;color:#00695c}";
 
-pub fn report(run: &RunRecord) -> String {
+pub fn report(seen: &SeenRun) -> String {
+    let run = &seen.record;
     let workspace = Path::new(&run.workspace);
     let plan = run.live_plan();
     let status = |id: &str| run.step(id).map(|s| s.status);
@@ -35,7 +38,7 @@ pub fn report(run: &RunRecord) -> String {
          <h1>Run {id} <span class=\"status {st}\">{st}</span></h1>\n<p>{goal}</p>\n\
          <p>{steps}: {completed} completed, {failed} failed, {skipped} skipped, {unreviewed} unreviewed · {agents} · {tokens} · {secs:.1} s · {replans}</p>\n",
         id = xml(&run.run_id),
-        st = run.status.as_str(),
+        st = seen.state().word(),
         goal = xml(&run.goal),
         steps = count(t.steps as u64, "step"),
         completed = t.completed,
@@ -49,6 +52,9 @@ pub fn report(run: &RunRecord) -> String {
     );
     if let Some(reason) = &run.reason {
         out.push_str(&format!("<p class=\"reason\">{}</p>\n", xml(reason)));
+    }
+    if let Some(note) = seen.died_note() {
+        out.push_str(&format!("<p class=\"died\">{}</p>\n", xml(&note)));
     }
     out.push_str("<h2>Plan</h2>\n");
     out.push_str(&svg(&plan, &status));

@@ -1,7 +1,8 @@
 //! Reading what troupe left behind, for people: `troupe show` (an agent's
 //! transcript, a run, a step), the DAG as Graphviz or Mermaid, and `troupe
-//! report`'s self-contained HTML page. Everything here reads files and
-//! renders text; nothing runs.
+//! report`'s self-contained HTML page, each telling a run that nobody
+//! runs any more as `died` (`seen`). Everything here reads files and
+//! renders text; nothing runs, and nothing is written.
 
 pub mod conversation;
 pub mod graph;
@@ -9,6 +10,7 @@ pub mod html;
 mod html_messages;
 pub mod run;
 pub mod runs;
+pub mod seen;
 
 use std::path::{Path, PathBuf};
 
@@ -73,8 +75,7 @@ impl Shown for StepStatus {
 
 impl Shown for RunStatus {
     fn tone(&self) -> Tone {
-        let underway = matches!(self, RunStatus::Planning | RunStatus::Running);
-        Tone::of(*self == RunStatus::Completed, underway)
+        Tone::of(*self == RunStatus::Completed, self.is_under_way())
     }
 
     fn word(&self) -> &'static str {

@@ -2,19 +2,20 @@
 //! attempts with their workers' reports and the reviewers' verdicts.
 
 use super::conversation::Render;
+use super::seen::SeenRun;
 use crate::plan::render_tree;
 use crate::record::ChangeRecord;
-use crate::record::RunRecord;
 use crate::record::{AgentRecord, StepRecord};
 use crate::text::{count, excerpt};
 
-pub fn run_text(run: &RunRecord, render: &Render) -> String {
+pub fn run_text(seen: &SeenRun, render: &Render) -> String {
+    let run = &seen.record;
     let t = &run.totals;
     let mut out = format!(
         "{} {} · {} · {}\n",
         render.painter.paint("1", "run"),
         render.painter.paint("1", &run.run_id),
-        render.status(&run.status),
+        render.status(&seen.state()),
         run.goal
     );
     out.push_str(&format!(
@@ -31,6 +32,9 @@ pub fn run_text(run: &RunRecord, render: &Render) -> String {
     ));
     if let Some(reason) = &run.reason {
         out.push_str(&format!("{reason}\n"));
+    }
+    if let Some(note) = seen.died_note() {
+        out.push_str(&format!("{note}\n"));
     }
     out.push('\n');
     out.push_str(&render_tree(&run.live_plan(), |id| {

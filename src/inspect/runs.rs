@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::seen::SeenRun;
 use crate::fsutil::is_regular;
-use crate::record::RunRecord;
 
 /// What stands for the newest run, alone or before `/STEP`.
 pub const LAST: &str = "last";
@@ -30,11 +30,12 @@ pub fn run_dirs(results: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// Every run's record that can be read, newest first.
-pub fn records(results: &Path) -> Vec<RunRecord> {
+/// Every run whose record can be read, newest first, as a reader sees
+/// it (died or not).
+pub fn records(results: &Path) -> Vec<SeenRun> {
     run_dirs(results)
         .iter()
-        .filter_map(|dir| super::load_run(dir).ok())
+        .filter_map(|dir| super::seen::see(dir).ok())
         .collect()
 }
 

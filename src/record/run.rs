@@ -87,6 +87,12 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Planning or running: what the record says while a troupe runs it,
+    /// and what a killed one leaves behind.
+    pub fn is_under_way(self) -> bool {
+        matches!(self, RunStatus::Planning | RunStatus::Running)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Planning => "planning",
@@ -329,6 +335,20 @@ impl Totals {
 }
 
 impl RunRecord {
+    /// The command that picks this run up again, as a person can paste it
+    /// from anywhere: the run's id and its workspace. The model flags it
+    /// was run with are the user's to give again.
+    pub fn resume_command(&self) -> String {
+        let quoted = |word: &str| {
+            shlex::try_quote(word).map_or_else(|_| word.to_string(), |q| q.into_owned())
+        };
+        format!(
+            "troupe run --resume {} --workspace {}",
+            quoted(&self.run_id),
+            quoted(&self.workspace)
+        )
+    }
+
     /// The run's plan as it stands: its steps that no replan replaced.
     pub fn live_plan(&self) -> crate::plan::Plan {
         crate::plan::Plan {

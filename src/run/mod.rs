@@ -59,6 +59,7 @@ use self::events::RunEvent;
 use self::owner::Owner;
 use self::resume::{ResumeError, Resumed};
 use self::wiring::{Agents, Wiring};
+use crate::fsutil::dir_lock::DirLock;
 use crate::llm::ChatModel;
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
@@ -124,8 +125,12 @@ enum Opening {
     Resume { again: Vec<String> },
 }
 
+/// Runs a team from `config.start` to its end. The run directory is held
+/// (`fsutil::dir_lock`) from before its first record to after its last,
+/// so that a reader who finds run.json under way and the directory free
+/// knows the run died, and a second `--resume` is refused.
 pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutcome, TeamError> {
-    let (run_dir, mut record, mut opening) = match config.start {
+    let (run_dir, _held, mut record, mut opening) = match config.start {
         Start::Fresh { goal, plan } => {
             let run_id = new_run_id();
             let run_dir = config
@@ -133,10 +138,12 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 .join(crate::protocol::RESULTS_DIR)
                 .join(&run_id);
             crate::fsutil::nofollow::create_new_dir(&run_dir)?;
+            let held = DirLock::take(&run_dir).map_err(std::io::Error::other)?;
             let record = fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
-            (run_dir, record, Opening::Plan { goal, plan })
+            (run_dir, held, record, Opening::Plan { goal, plan })
         }
         Start::Resume { run_dir, plan } => {
+            let held = resume::hold(&run_dir)?;
             let resumed = resume::load(
                 &run_dir,
                 plan.as_ref(),
@@ -151,7 +158,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 }
             };
             record.settings = serde_json::to_value(&config.team).unwrap_or_default();
-            (run_dir, record, opening)
+            (run_dir, held, record, opening)
         }
     };
     let stop = StopSignal::default();
@@ -396,8 +403,7 @@ fn isolation_failed(owner: &mut Owner<'_>, reason: String) -> u8 {
             run.reason = Some(reason);
         },
     );
-    owner.close(RunStatus::Failed, EXIT_FAILED);
-    EXIT_FAILED
+    owner.close(RunStatus::Failed, EXIT_FAILED)
 }
 
 /// The Planner gave no valid first plan: a model that could not be asked
@@ -425,8 +431,7 @@ fn no_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
         }
     };
     owner.emit(event, |run| run.reason = Some(said));
-    owner.close(RunStatus::Failed, exit_code);
-    exit_code
+    owner.close(RunStatus::Failed, exit_code)
 }
 
 /// `value` as pretty JSON, written atomically on a blocking thread so

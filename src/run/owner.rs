@@ -20,7 +20,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::context::RunContext;
-use super::end::RunEnd;
+use super::end::{EXIT_FAILED, RunEnd};
 use super::events::{Limit, RunEvent};
 use super::planner::{PlanFailure, Planner, ReplanContext};
 use super::recorder::Recorder;
@@ -30,6 +30,7 @@ use super::summary::summary_table;
 use crate::protocol::AgentRole;
 use crate::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::signal::StopCause;
+use crate::text::count;
 
 pub struct Owner<'c> {
     ctx: &'c RunContext,
@@ -65,7 +66,7 @@ impl<'c> Owner<'c> {
     /// must find on resume before it acts on it.
     pub async fn emit_and_write(&mut self, event: RunEvent, update: impl FnOnce(&mut RunRecord)) {
         self.emit(event, update);
-        self.recorder.written().await;
+        self.recorder.on_disk().await;
     }
 
     /// Changes the record without an event (counters, times).
@@ -199,17 +200,20 @@ impl<'c> Owner<'c> {
             .map(|dep| (dep.clone(), dep.delivered().cloned()))
             .collect();
         // A resumed step keeps its earlier attempts: new ones are numbered
-        // after them, and the last rejection is the first feedback.
+        // after them, and the last verdict given, when a rejection, is the
+        // first feedback (an attempt cut short before its review does not
+        // hide the rejection before it).
         let feedback = step
             .attempts
-            .last()
-            .and_then(|a| a.reviews.last())
-            .and_then(|r| r.verdict.clone())
+            .iter()
+            .rev()
+            .find_map(|a| a.reviews.last()?.verdict.clone())
             .filter(|v| !v.approved);
+        let last = step.attempts.iter().map(|a| a.attempt).max().unwrap_or(0);
         Some(StepStart {
             step: step.clone(),
             dependencies,
-            first_attempt: step.attempts.iter().map(|a| a.attempt).max().unwrap_or(0) + 1,
+            first_attempt: last.saturating_add(1),
             feedback,
         })
     }
@@ -618,12 +622,27 @@ impl<'c> Owner<'c> {
         let all_done = self.record.steps.iter().all(|s| s.is_settled(accept));
         let end = RunEnd::new(self.ctx.stop.cause(), all_done, self.ctx.budget.exhausted());
         let (status, exit_code) = end.status();
-        self.close(status, exit_code);
-        exit_code
+        self.close(status, exit_code)
     }
 
-    /// Ends the run as `status`: totals, `run_finished`, the summary.
-    pub fn close(&mut self, status: RunStatus, exit_code: u8) {
+    /// Ends the run as `status`: totals, `run_finished`, the summary; the
+    /// exit code. A run whose records could not all be written (a full
+    /// disk) ends as failed instead, with that as its reason: what is on
+    /// disk may miss what happened. When even its last record cannot be
+    /// written, run.json stays as it was (a reader sees the run died),
+    /// troupe says so, and the exit code is a failure's.
+    pub fn close(&mut self, status: RunStatus, exit_code: u8) -> u8 {
+        let before = self.recorder.failures();
+        let unrecorded = before.first.as_ref().map(|first| {
+            format!(
+                "the run's records could not all be written ({}; the first: {first})",
+                count(before.count(), "failed write")
+            )
+        });
+        let (status, exit_code) = match unrecorded {
+            Some(_) => (RunStatus::Failed, EXIT_FAILED),
+            None => (status, exit_code),
+        };
         let usage = self.ctx.budget.usage();
         let agents = self.ctx.budget.agents();
         let seconds = crate::protocol::round_seconds(self.recorder.elapsed_seconds());
@@ -640,6 +659,12 @@ impl<'c> Owner<'c> {
             run.totals.token_usage = usage;
             run.totals.agents = agents;
             run.totals.runtime_seconds = seconds;
+            if let Some(unrecorded) = unrecorded {
+                run.reason = Some(match run.reason.take() {
+                    Some(reason) => format!("{unrecorded}; {reason}"),
+                    None => unrecorded,
+                });
+            }
             if status == RunStatus::Failed && run.reason.is_none() {
                 run.reason = Some(which_steps(run));
             }
@@ -657,6 +682,19 @@ impl<'c> Owner<'c> {
         };
         self.emit(event, |_| {});
         crate::console::err(&summary_table(&self.record));
+        let after = self.recorder.failures();
+        if after.count() > before.count() {
+            let left = match after.run_json > before.run_json {
+                true => "run.json still says what it said last, and readers show the run as died",
+                false => "events.jsonl misses it",
+            };
+            crate::tell!(
+                "troupe: the run's end could not be recorded ({}); {left}",
+                after.last.as_deref().unwrap_or("a write failed")
+            );
+            return EXIT_FAILED;
+        }
+        exit_code
     }
 }
 

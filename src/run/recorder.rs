@@ -12,12 +12,17 @@
 //! `Arc<RunRecord>`, which the owner changes copy-on-write, so handing one
 //! over costs a reference count, and a copy only while the writer still
 //! holds the previous one.
+//!
+//! A write that fails (a full disk) does not stop the run, but is kept:
+//! the first is said on stderr at once, and the owner, closing the run,
+//! ends it as failed with it as the reason, since its records may miss
+//! what happened.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::Utc;
@@ -29,6 +34,23 @@ use crate::record::RunRecord;
 
 pub struct Recorder {
     log: EventLog,
+    failures: Arc<Mutex<WriteFailures>>,
+}
+
+/// The writes of the run's records that failed so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteFailures {
+    pub run_json: usize,
+    pub events: usize,
+    /// The first failure and the latest: which file, and why.
+    pub first: Option<String>,
+    pub last: Option<String>,
+}
+
+impl WriteFailures {
+    pub fn count(&self) -> usize {
+        self.run_json + self.events
+    }
 }
 
 /// The run's event stream alone: for the events that change nothing in
@@ -83,19 +105,18 @@ impl Recorder {
         let (writer, inbox) = channel();
         let dir = run_dir.to_path_buf();
         let (output, lines) = channel();
+        let failures = Arc::new(Mutex::new(WriteFailures::default()));
+        let records = Records {
+            events,
+            dir,
+            failures: Arc::clone(&failures),
+        };
         std::thread::Builder::new()
             .name("troupe-output".to_string())
             .spawn(move || print_lines(lines))?;
         std::thread::Builder::new()
             .name("troupe-recorder".to_string())
-            .spawn(move || {
-                let records = Records {
-                    events,
-                    dir,
-                    warned: false,
-                };
-                keep_latest(inbox, records)
-            })?;
+            .spawn(move || keep_latest(inbox, records))?;
         let recorder = Recorder {
             log: EventLog {
                 writer,
@@ -103,6 +124,7 @@ impl Recorder {
                 started: Instant::now(),
                 json_stdout,
             },
+            failures,
         };
         recorder.save(record);
         recorder.flush();
@@ -130,21 +152,37 @@ impl Recorder {
 
     /// Waits, off the agents' thread, until everything handed over so far
     /// is on disk: what must be written before troupe acts on it.
-    pub async fn written(&self) {
+    pub async fn on_disk(&self) {
         let (done, wait) = channel();
         if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
             let _ = tokio::task::spawn_blocking(move || wait.recv()).await;
         }
     }
 
+    /// Waits until everything handed over so far is written (not printed:
+    /// a reader that stops reading must not hold up the run's end); the
+    /// writes that failed, then.
+    pub fn failures(&self) -> WriteFailures {
+        self.written();
+        self.failures
+            .lock()
+            .map(|failures| failures.clone())
+            .unwrap_or_default()
+    }
+
     /// Waits until everything handed over so far is written and printed.
     pub fn flush(&self) {
-        let (done, wait) = channel();
-        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
-            let _ = wait.recv();
-        }
+        self.written();
         let (done, wait) = channel();
         if self.log.output.send(ToOutput::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+
+    /// Waits until everything handed over so far is written.
+    fn written(&self) {
+        let (done, wait) = channel();
+        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
             let _ = wait.recv();
         }
     }
@@ -202,7 +240,23 @@ impl Drop for Recorder {
 struct Records {
     events: File,
     dir: PathBuf,
-    warned: bool,
+    failures: Arc<Mutex<WriteFailures>>,
+}
+
+/// The run's two records.
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    RunJson,
+    Events,
+}
+
+impl Kept {
+    fn name(self) -> &'static str {
+        match self {
+            Kept::RunJson => "run.json",
+            Kept::Events => "events.jsonl",
+        }
+    }
 }
 
 impl Keeper<ToWriter> for Records {
@@ -213,7 +267,7 @@ impl Keeper<ToWriter> for Records {
             ToWriter::State(record) => Taken::State(record, Durability::Atomic),
             ToWriter::Event(line, wanted, record) => {
                 if let Err(e) = self.events.write_all(line.as_bytes()) {
-                    warn_once(&mut self.warned, &self.dir, &e);
+                    self.failed(Kept::Events, &e);
                 }
                 match record {
                     Some(record) => Taken::State(record, wanted),
@@ -228,12 +282,38 @@ impl Keeper<ToWriter> for Records {
         if durability.flushes()
             && let Err(e) = self.events.sync_data()
         {
-            warn_once(&mut self.warned, &self.dir, &e);
+            self.failed(Kept::Events, &e);
         }
     }
 
     fn write(&mut self, record: &RunRecord, durability: Durability) {
-        save_record(&self.dir, record, durability, &mut self.warned);
+        let path = self.dir.join(Kept::RunJson.name());
+        if let Err(e) = crate::fsutil::write_json_atomic(&path, record, durability) {
+            self.failed(Kept::RunJson, &e);
+        }
+    }
+}
+
+impl Records {
+    /// Keeps a failed write of `file`; the first is said at once.
+    fn failed(&mut self, kept: Kept, error: &std::io::Error) {
+        let file = kept.name();
+        let said = format!("{file}: {error}");
+        let Ok(mut failures) = self.failures.lock() else {
+            return;
+        };
+        match kept {
+            Kept::RunJson => failures.run_json += 1,
+            Kept::Events => failures.events += 1,
+        }
+        if failures.first.is_none() {
+            failures.first = Some(said.clone());
+            crate::tell!(
+                "troupe: cannot write {file} in {}: {error}; the run will end as failed",
+                self.dir.display()
+            );
+        }
+        failures.last = Some(said);
     }
 }
 
@@ -250,18 +330,33 @@ fn print_lines(lines: Receiver<ToOutput>) {
     }
 }
 
-fn save_record(dir: &Path, record: &RunRecord, durability: Durability, warned: &mut bool) {
-    if let Err(e) = crate::fsutil::write_json_atomic(&dir.join("run.json"), record, durability) {
-        warn_once(warned, dir, &e);
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn warn_once(warned: &mut bool, dir: &Path, error: &std::io::Error) {
-    if !*warned {
-        *warned = true;
-        crate::tell!(
-            "troupe: cannot write the run's records in {}: {error}",
-            dir.display()
-        );
+    #[test]
+    fn a_failed_write_is_kept_and_the_next_one_still_lands() {
+        let ws = tempfile::tempdir().unwrap();
+        let dir = ws.path().join("run_x");
+        std::fs::create_dir(&dir).unwrap();
+        let blocked = dir.join("run.json");
+        std::fs::create_dir(&blocked).unwrap();
+        let team = crate::run::tests::settings();
+        let record = Arc::new(crate::run::fresh_record(
+            ws.path(),
+            &team,
+            "run_x",
+            "g",
+            &dir,
+        ));
+        let recorder = Recorder::create(&dir, &record, false).unwrap();
+        let failed = recorder.failures();
+        assert_eq!((failed.run_json, failed.events), (1, 0));
+        let first = failed.first.clone().unwrap();
+        assert!(first.starts_with("run.json: "), "{first}");
+        std::fs::remove_dir(&blocked).unwrap();
+        recorder.save(&record);
+        assert_eq!(recorder.failures(), failed, "nothing more failed");
+        assert!(crate::fsutil::is_regular(&blocked), "run.json written");
     }
 }

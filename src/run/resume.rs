@@ -2,12 +2,15 @@
 //! its plan, and every step that did not complete set to run again.
 //! Completed steps stay, with their results, which feed their dependents
 //! as before; earlier attempts stay in the record and new ones are
-//! numbered after them.
+//! numbered after them. A run that a troupe is still running is not
+//! picked up twice: the run holds its directory while it lives.
 
 use std::path::{Path, PathBuf};
 
+use crate::fsutil::dir_lock::{DirLock, LockError};
 use crate::plan::{Plan, parse_plan};
-use crate::record::{IsolationMode, RunRecord, RunStatus, StepStatus};
+use crate::protocol::AgentStatus;
+use crate::record::{IsolationMode, RunRecord, RunStatus, StepRecord, StepStatus};
 
 /// Why a run cannot be resumed: the user's to fix.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +49,28 @@ pub fn find_run(workspace: &Path, run: &str) -> Result<PathBuf, ResumeError> {
         )));
     }
     Ok(dir)
+}
+
+/// The run's directory, held for the resumed run's life; refused, naming
+/// the holder's pid, while another troupe runs it.
+pub fn hold(run_dir: &Path) -> Result<DirLock, ResumeError> {
+    let fail = |reason: String| ResumeError {
+        dir: run_dir.display().to_string(),
+        reason,
+    };
+    let run = run_dir.file_name().map_or_else(
+        || run_dir.display().to_string(),
+        |id| id.to_string_lossy().into_owned(),
+    );
+    DirLock::take(run_dir).map_err(|e| match e {
+        LockError::Held { pid: Some(pid) } => fail(format!(
+            "troupe (pid {pid}) is running it now; follow it with `troupe show {run} --follow`, or stop it (Ctrl-C there, or kill -INT {pid}) and resume it then"
+        )),
+        LockError::Held { pid: None } => fail(format!(
+            "another troupe is running it now; follow it with `troupe show {run} --follow`, or stop that one first"
+        )),
+        LockError::Io(e) => fail(format!("cannot hold its directory: {e}")),
+    })
 }
 
 /// The run's record, ready to go on: the plan checked, the steps that did
@@ -118,6 +143,7 @@ pub fn load(
     let mut again = Vec::new();
     for step in &mut record.steps {
         if !step.is_settled(accept_unreviewed) {
+            close_cut_off(step);
             step.status = StepStatus::Pending;
             step.reason = None;
             step.started_at = None;
@@ -163,6 +189,22 @@ pub fn isolation_of(record: &RunRecord) -> Option<IsolationMode> {
     })
 }
 
+/// What is said of an agent whose end troupe never recorded.
+const CUT_OFF: &str = "troupe ended before this agent did (it was killed, or its machine went down); the step runs again";
+
+/// The agents of `step` that a troupe killed without a word left running
+/// in the record: ended, saying so. (Attempts on disk that the record
+/// does not name are `reconcile`'s.)
+fn close_cut_off(step: &mut StepRecord) {
+    for attempt in &mut step.attempts {
+        let agents = attempt.worker.iter_mut().chain(attempt.reviews.iter_mut());
+        for agent in agents.filter(|a| a.status == AgentStatus::Running) {
+            agent.status = AgentStatus::Error;
+            agent.error = Some(CUT_OFF.to_string());
+        }
+    }
+}
+
 /// Whether the first plan's steps in the record are the plan's.
 fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
     let recorded: Vec<_> = record.steps.iter().filter(|s| s.round == 0).collect();
@@ -173,4 +215,64 @@ fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
                 && r.kind == p.kind
                 && r.dependencies == p.dependencies
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Step;
+
+    /// A run killed while step `a`'s first attempt was under review:
+    /// run.json has its worker and reviewer running.
+    #[test]
+    fn a_killed_runs_agents_left_running_are_closed() {
+        let ws = tempfile::tempdir().unwrap();
+        let run_dir = ws.path().join("sub_agent_results/run_x");
+        std::fs::create_dir_all(run_dir.join("a/worker-1")).unwrap();
+        let plan = Plan {
+            summary: "p".to_string(),
+            steps: vec![Step {
+                id: "a".to_string(),
+                description: "do a".to_string(),
+                kind: "FILE_WRITE".to_string(),
+                dependencies: Vec::new(),
+            }],
+        };
+        let team = crate::run::tests::settings();
+        let mut record = crate::run::fresh_record(ws.path(), &team, "run_x", "g", &run_dir);
+        record.status = RunStatus::Running;
+        let mut step = StepRecord::new(&plan.steps[0], 0);
+        step.status = StepStatus::Running;
+        let slot = step.attempt_mut(1);
+        let running = |dir: &str| {
+            crate::record::AgentRecord::running(format!("sub_agent_results/run_x/a/{dir}"))
+        };
+        slot.worker = Some(running("worker-1"));
+        slot.reviews.push(running("review-1"));
+        record.steps.push(step);
+        crate::fsutil::write_json_atomic(
+            &run_dir.join("run.json"),
+            &record,
+            crate::fsutil::Durability::Atomic,
+        )
+        .unwrap();
+        crate::fsutil::write_json_atomic(
+            &run_dir.join("plan.json"),
+            &plan,
+            crate::fsutil::Durability::Atomic,
+        )
+        .unwrap();
+
+        let Resumed::Going { record, again } =
+            load(&run_dir, None, false, IsolationMode::Auto).unwrap()
+        else {
+            panic!("a planned run goes on");
+        };
+        assert_eq!(again, ["a"]);
+        let first = &record.step("a").unwrap().attempts[0];
+        for agent in first.worker.iter().chain(&first.reviews) {
+            assert_eq!(agent.status, AgentStatus::Error, "{agent:?}");
+            assert!(agent.error.as_deref().is_some_and(|e| e.contains("killed")));
+        }
+    }
 }

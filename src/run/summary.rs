@@ -43,9 +43,9 @@ pub fn summary_table(run: &RunRecord) -> String {
     ));
     if t.interrupted > 0 {
         out.push_str(&format!(
-            "  {} interrupted; `troupe run --resume {}` continues the run\n",
+            "  {} interrupted; `{}` continues the run\n",
             count(t.interrupted as u64, "step"),
-            run.run_id
+            run.resume_command()
         ));
     }
     if let Some(reason) = &run.reason {

@@ -205,7 +205,7 @@ fn plan(steps: &[(&str, &[&str])]) -> Plan {
     }
 }
 
-fn settings() -> TeamSettings {
+pub(super) fn settings() -> TeamSettings {
     TeamSettings {
         max_parallel: 5,
         max_retries: 2,
@@ -240,6 +240,19 @@ async fn run_stopped(
     acts: Acts,
     planner_replies: Vec<Value>,
     stops: Vec<(u64, StopCause)>,
+) -> Outcome {
+    run_prepared(opening, team, acts, planner_replies, stops, |_| {}).await
+}
+
+/// `run_stopped`, with `prepare` done to the run directory before the
+/// run opens its records.
+async fn run_prepared(
+    opening: Result<Plan, RunRecord>,
+    team: TeamSettings,
+    acts: Acts,
+    planner_replies: Vec<Value>,
+    stops: Vec<(u64, StopCause)>,
+    prepare: impl FnOnce(&std::path::Path),
 ) -> Outcome {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().canonicalize().unwrap();
@@ -276,6 +289,7 @@ async fn run_stopped(
     };
     let run_dir = workspace.join("sub_agent_results/run_test");
     std::fs::create_dir_all(&run_dir).unwrap();
+    prepare(&run_dir);
     let stop = crate::signal::StopSignal::default();
     for (secs, cause) in stops {
         let stop = stop.clone();
@@ -643,4 +657,37 @@ async fn a_resumed_run_runs_only_what_did_not_complete() {
         "the last rejection is the feedback"
     );
     assert_eq!(out.step("b").attempts.len(), 2);
+}
+
+// A run whose records could not all be written said nothing of it at its
+// end: run.json said completed, and troupe exited 0.
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_records_could_not_be_written_ends_failed_saying_why() {
+    let out = run_prepared(
+        Ok(plan(&[("a", &[])])),
+        settings(),
+        vec![(("a", W, 1), vec![after(2, End::Worked)])],
+        vec![],
+        vec![],
+        |run_dir| {
+            // A rename cannot put run.json where a directory is: every
+            // write of it fails, the first before any agent starts, until
+            // the directory is gone.
+            let blocked = run_dir.join("run.json");
+            std::fs::create_dir(&blocked).unwrap();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                std::fs::remove_dir(&blocked).unwrap();
+            });
+        },
+    )
+    .await;
+    out.assert_ended("failed", EXIT_FAILED);
+    assert_eq!(out.step("a").status, StepStatus::Completed);
+    let reason = out.record.reason.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("the run's records could not all be written (")
+            && reason.contains("the first: run.json: Is a directory"),
+        "{reason}"
+    );
 }

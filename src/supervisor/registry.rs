@@ -1,21 +1,21 @@
 //! Which agents a results directory holds, and which of them are alive.
 //!
-//! Every agent directory is locked (flock on the directory itself, no lock
-//! file) by the process that supervises the agent for as long as it lives;
-//! the kernel drops the lock when that process dies, however it dies. So
-//! "is it running" never trusts a pid or a status file, and a supervisor
-//! killed without a word is seen as gone at once. Who holds it is read
-//! from the agent's status file, only once the lock says someone does. An index,
+//! Every agent directory is held (`fsutil::dir_lock`: a flock on the
+//! directory itself) by the process that supervises the agent for as long
+//! as it lives; the kernel drops the lock when that process dies, however
+//! it dies. So "is it running" never trusts a pid or a status file, and a
+//! supervisor killed without a word is seen as gone at once. The holder's
+//! pid is the kernel's word; its agent id is read from the agent's status
+//! file, only once the lock says someone holds it. An index,
 //! `<results>/.agents/<id>.json`, maps agent ids to their directories,
 //! which `--deliverables-dir` may put anywhere.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg, OFlag};
-use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
+pub use crate::fsutil::dir_lock::is_held;
+use crate::fsutil::dir_lock::{DirLock, LockError, holder_pid};
 use crate::fsutil::{Durability, nofollow, read_json, write_json_atomic};
 use crate::protocol::SUBAGENT_DIR;
 use crate::supervisor::status::StatusFile;
@@ -31,7 +31,7 @@ pub struct Holder {
 
 /// An agent directory, held until dropped.
 pub struct AgentLock {
-    _lock: Flock<File>,
+    _lock: DirLock,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,66 +67,35 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError + '_ {
 impl AgentLock {
     /// Takes `agent_dir`, or says who has it.
     pub fn acquire(agent_dir: &Path) -> Result<AgentLock, RegistryError> {
-        let dir = open_dir(agent_dir).map_err(io(agent_dir))?;
-        match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+        match DirLock::take(agent_dir) {
             Ok(lock) => Ok(AgentLock { _lock: lock }),
-            Err(_) => Err(match holder(agent_dir) {
-                Some(holder) => RegistryError::Busy {
-                    dir: agent_dir.to_path_buf(),
-                    holder,
-                },
-                None => RegistryError::BusyUnknown {
-                    dir: agent_dir.to_path_buf(),
-                },
-            }),
+            Err(LockError::Io(e)) => Err(io(agent_dir)(e)),
+            Err(LockError::Held { .. }) => Err(busy(agent_dir)),
         }
     }
 }
 
-/// Whether some process holds `agent_dir`.
-pub fn is_held(agent_dir: &Path) -> bool {
-    let Ok(dir) = open_dir(agent_dir) else {
-        return false;
-    };
-    Flock::lock(dir, FlockArg::LockExclusiveNonblock).is_err()
-}
-
-/// Who holds `agent_dir`'s lock: the pid from the kernel (`/proc/locks`),
-/// not from a file a dead supervisor may have left; the agent id from the
-/// status file.
+/// Who holds `agent_dir`'s lock: the pid from the kernel, not from a file
+/// a dead supervisor may have left; the agent id from the status file.
 pub fn holder(agent_dir: &Path) -> Option<Holder> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(agent_dir).ok()?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let pid = lock_holder(&locks, meta.dev(), meta.ino())?;
+    let pid = holder_pid(agent_dir)?;
     let agent_id = StatusFile::load(&agent_dir.join(SUBAGENT_DIR))
         .map(|status| status.agent_id.to_string())
         .unwrap_or_else(|| agent_dir.display().to_string());
     Some(Holder { agent_id, pid })
 }
 
-/// The pid holding a write flock on the inode `dev`:`ino`, from the text
-/// of `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 8698 fe:00:10330188 0 EOF`;
-/// waiters are marked `->` and skipped).
-fn lock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
-    let inode = format!(
-        "{:02x}:{:02x}:{ino}",
-        nix::sys::stat::major(dev),
-        nix::sys::stat::minor(dev)
-    );
-    locks.lines().find_map(|line| {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            [_, "FLOCK", _, "WRITE", pid, id, ..] if *id == inode => pid.parse().ok(),
-            _ => None,
-        }
-    })
-}
-
-/// The agent directory, reached without a link, open for its lock.
-fn open_dir(path: &Path) -> std::io::Result<File> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
-    Ok(File::from(nofollow::open(path, flags, Mode::empty())?))
+/// `agent_dir` is held: by whom, if the kernel says.
+fn busy(agent_dir: &Path) -> RegistryError {
+    match holder(agent_dir) {
+        Some(holder) => RegistryError::Busy {
+            dir: agent_dir.to_path_buf(),
+            holder,
+        },
+        None => RegistryError::BusyUnknown {
+            dir: agent_dir.to_path_buf(),
+        },
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -194,15 +163,7 @@ pub fn check_new(
         });
     }
     if is_held(agent_dir) {
-        return Err(match holder(agent_dir) {
-            Some(holder) => RegistryError::Busy {
-                dir: agent_dir.to_path_buf(),
-                holder,
-            },
-            None => RegistryError::BusyUnknown {
-                dir: agent_dir.to_path_buf(),
-            },
-        });
+        return Err(busy(agent_dir));
     }
     // Nothing of the agent that last ran there may be left to write into
     // the new one's records: troupe's own record names its session.
@@ -237,7 +198,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_holder_is_whoever_the_kernel_says_has_the_directory() {
+    fn a_held_agent_directory_is_busy_with_its_holder() {
         let dir = tempfile::tempdir().unwrap();
         assert!(!is_held(dir.path()));
         assert_eq!(holder(dir.path()), None);
@@ -251,16 +212,5 @@ mod tests {
         ));
         drop(lock);
         assert!(!is_held(dir.path()));
-    }
-
-    #[test]
-    fn waiters_and_other_inodes_are_not_holders() {
-        let locks = "1: FLOCK  ADVISORY  WRITE 8698 fe:00:10330188 0 EOF\n\
-                     1: -> FLOCK  ADVISORY  WRITE 9000 fe:00:10330188 0 EOF\n\
-                     2: POSIX  ADVISORY  WRITE 77 fe:00:42 0 EOF\n";
-        let dev = nix::sys::stat::makedev(0xfe, 0);
-        assert_eq!(lock_holder(locks, dev, 10330188), Some(8698));
-        assert_eq!(lock_holder(locks, dev, 42), None);
-        assert_eq!(lock_holder(locks, dev, 1), None);
     }
 }

@@ -9,6 +9,7 @@
 mod common;
 
 mod background;
+mod died;
 mod durability;
 mod fake_children;
 mod faults;
