@@ -61,9 +61,24 @@ pub struct RunContext {
     /// Where the attempts work apart, once the plan showed that is wanted
     /// (`--isolation`); unset, every worker shares the workspace.
     pub isolation: OnceLock<Arc<dyn Workspaces>>,
+    /// The workspace, held while the run's workers write it (`shared`):
+    /// no other such run, and no apply, writes it meanwhile.
+    pub writing: OnceLock<crate::fsutil::dir_lock::DirLock>,
 }
 
 impl RunContext {
+    /// Holds the workspace for the run's workers to write it, or says who
+    /// holds it.
+    pub fn hold_workspace(&self) -> Result<(), String> {
+        if self.writing.get().is_some() {
+            return Ok(());
+        }
+        let held = crate::fsutil::dir_lock::DirLock::take(&self.workspace)
+            .map_err(|e| busy(&self.workspace, &e))?;
+        let _ = self.writing.set(held);
+        Ok(())
+    }
+
     /// Where the run's attempts work.
     pub fn workspaces(&self) -> &dyn Workspaces {
         match self.isolation.get() {
@@ -139,5 +154,18 @@ impl EventSink for AgentLines {
         if show {
             self.progress.event(agent, event);
         }
+    }
+}
+
+/// Why the workspace cannot be written now: another troupe writes it.
+pub fn busy(workspace: &std::path::Path, error: &crate::fsutil::dir_lock::LockError) -> String {
+    use crate::fsutil::dir_lock::LockError;
+    match error {
+        LockError::Held { pid } => format!(
+            "{} is being written by another troupe ({}: a run whose workers share it, or an apply); wait for it to end, or use --isolation worktree",
+            workspace.display(),
+            pid.map_or_else(|| "its pid unknown".to_string(), |pid| format!("pid {pid}"))
+        ),
+        LockError::Io(e) => format!("cannot hold {}: {e}", workspace.display()),
     }
 }

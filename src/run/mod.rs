@@ -256,10 +256,13 @@ async fn conduct(
                 run.step(id).map(|s| s.status.as_str().to_string())
             }));
             // Killed before its isolation was chosen: chosen now, before
-            // any step runs.
-            if resume::isolation_of(run).is_none()
-                && let Err(reason) = isolate(owner, &plan).await
-            {
+            // any step runs; a run that shares the workspace holds it again.
+            let held = match resume::isolation_of(run) {
+                None => isolate(owner, &plan).await,
+                Some(IsolationMode::Shared) => ctx.hold_workspace(),
+                Some(_) => Ok(()),
+            };
+            if let Err(reason) = held {
                 return Ok(isolation_failed(owner, reason));
             }
         }
@@ -344,6 +347,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         note,
     };
     if asked.resolve(widest.min(ctx.team.max_parallel)) == IsolationMode::Shared {
+        ctx.hold_workspace()?;
         let note = (asked == IsolationMode::Auto).then(|| "one step runs at a time".to_string());
         owner
             .emit_and_write(shared(note), |run| {
@@ -382,6 +386,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
             Ok(())
         }
         Err(e) if asked == IsolationMode::Auto && owner.record().isolation.is_none() => {
+            ctx.hold_workspace()?;
             owner
                 .emit_and_write(shared(Some(format!("no checkouts: {e}"))), |run| {
                     run.isolation_mode = Some(IsolationMode::Shared)

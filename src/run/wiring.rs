@@ -105,6 +105,7 @@ pub(super) async fn run(
         stop,
         max_file_size,
         isolation: OnceLock::new(),
+        writing: OnceLock::new(),
     };
     if let Some(trees) = isolation {
         let _ = ctx.isolation.set(trees);

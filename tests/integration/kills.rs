@@ -390,3 +390,79 @@ fn an_apply_cut_short_is_finished_by_the_next_one() {
     assert!(!team.dir.join("apply.json").exists(), "finished");
     assert!(!team.dir.join("apply-check.index.lock").exists());
 }
+
+#[test]
+fn one_writer_of_a_workspace_at_a_time() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", crate::team::worker_writes("a", 0)),
+        worker_rule("b", crate::team::worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let run_id = run_id_of(&team.dir);
+    let apply = || {
+        let mut command = troupe();
+        command
+            .args(["apply", &run_id, "--workspace"])
+            .arg(sandbox.ws());
+        command
+    };
+    // An apply held inside its write: a second apply, and a run whose
+    // workers would share the workspace, are refused, naming it.
+    let held = git_holding(&sandbox, "checkout-index", Hold::Before);
+    let path = format!(
+        "{}:{}",
+        held.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut first = apply()
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the first apply's journal", || {
+        team.dir.join("apply.json").is_file()
+    });
+    let holder = format!("pid {}", first.id());
+    let second = crate::common::run(apply());
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("is being written by another troupe")
+            && second.stderr.contains(&holder),
+        "{}",
+        second.stderr
+    );
+    let shared = vec![
+        planner(json!([step("c", &[])])),
+        worker_rule("c", crate::team::worker_writes("c", 0)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": shared}));
+    let mut command = troupe();
+    command
+        .args(["run", "another goal", "--model", &model])
+        .args(["--isolation", "shared", "--workspace"])
+        .arg(sandbox.ws());
+    let run = crate::common::run(command);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains(&holder), "{}", run.stderr);
+    assert!(
+        !sandbox.ws().join("c.txt").exists(),
+        "the refused run wrote nothing"
+    );
+    first.kill().unwrap();
+    wait_exit(&mut first);
+
+    let again = crate::common::run(apply());
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "a"
+    );
+}

@@ -52,6 +52,9 @@ pub enum ApplyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Another troupe writes the workspace.
+    #[error("not applied: {0}")]
+    Busy(String),
     #[error("cannot keep the apply's journal {path}: {source}", path = .path.display())]
     Journal {
         path: PathBuf,
@@ -81,8 +84,11 @@ pub async fn apply(
     workspace: &Path,
     scratch: &Path,
 ) -> Result<Applied, ApplyError> {
+    let _writing = crate::fsutil::dir_lock::DirLock::take(workspace)
+        .map_err(|e| ApplyError::Busy(crate::run::context::busy(workspace, &e)))?;
     let git = Git::new(record.git_dir.clone());
     let here = Place::default();
+    // Held: no other apply uses the scratch indexes.
     clear_stale_locks(scratch);
     let journal_path = scratch.join("apply.json");
     // What an earlier apply of this head was writing when it was cut
