@@ -466,3 +466,114 @@ fn one_writer_of_a_workspace_at_a_time() {
         "a"
     );
 }
+
+/// The plan of the kill loop: a diamond (so `auto` isolates it), one step
+/// appending to a file every step's change is merged with.
+fn diamond() -> Vec<Value> {
+    vec![
+        planner(json!([
+            step("s1", &[]),
+            step("s2", &["s1"]),
+            step("s3", &["s1"]),
+            step("s4", &["s1"]),
+            step("s5", &["s2", "s3", "s4"])
+        ])),
+        worker_rule("s1", crate::team::worker_writes("s1", 20)),
+        worker_rule("s2", appends("appended-by-s2", 20)),
+        worker_rule("s3", crate::team::worker_writes("s3", 20)),
+        worker_rule("s4", crate::team::worker_writes("s4", 20)),
+        worker_rule("s5", crate::team::worker_writes("s5", 20)),
+        approving_reviewer(),
+    ]
+}
+
+/// The tree of the run's branch.
+fn branch_tree(sandbox: &Sandbox, run_id: &str) -> String {
+    git(
+        &sandbox.ws(),
+        &["rev-parse", &format!("troupe/{run_id}^{{tree}}")],
+    )
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
+    let kills: u64 = std::env::var("TROUPE_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(50);
+    let clean = Sandbox::new();
+    with_log(&clean);
+    let started = std::time::Instant::now();
+    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0"]);
+    let span = started.elapsed().as_millis() as u64;
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let expected = branch_tree(&clean, &run_id_of(&team.dir));
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut outcomes = Vec::new();
+    for kill in 0..kills {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let after = 30 + seed % span.max(31);
+        let sandbox = Sandbox::new();
+        with_log(&sandbox);
+        let head = git(&sandbox.ws(), &["rev-parse", "HEAD"]);
+        let model = sandbox.script(json!({"rules": diamond()}));
+        let mut troupe = troupe()
+            .args(["run", "test goal", "--model", &model, "--max-replans", "0"])
+            .arg("--workspace")
+            .arg(sandbox.ws())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after));
+        let _ = troupe.kill();
+        wait_exit(&mut troupe);
+        let results = sandbox.ws().join("sub_agent_results");
+        let Some(dir) = std::fs::read_dir(&results)
+            .ok()
+            .and_then(|mut runs| runs.find_map(|r| r.ok()))
+            .map(|r| r.path())
+        else {
+            continue;
+        };
+        let run_id = run_id_of(&dir);
+        let resumed = team_run_resume(&sandbox, diamond(), &run_id);
+        let tree = (resumed.code == 0).then(|| branch_tree(&sandbox, &run_id));
+        let consistent = tree.as_deref() == Some(expected.as_str())
+            && git(&sandbox.ws(), &["rev-parse", "HEAD"]) == head
+            && git(
+                &sandbox.ws(),
+                &["status", "--porcelain", "--untracked-files=no"],
+            )
+            .is_empty();
+        if !consistent {
+            let log = git(
+                &sandbox.ws(),
+                &["log", "--format=%h %s", &format!("troupe/{run_id}")],
+            );
+            let landings: Vec<String> = ["s1", "s2", "s3", "s4", "s5"]
+                .iter()
+                .flat_map(|s| (1..4).map(move |n| (s, n)))
+                .filter_map(|(s, n)| {
+                    std::fs::read_to_string(dir.join(format!("{s}/landing-{n}.json")))
+                        .ok()
+                        .map(|t| format!("{s}/{n}: {t}"))
+                })
+                .collect();
+            outcomes.push(format!(
+                "kill {kill} after {after} ms: exit {}, tree {tree:?}\nbranch:\n{log}\nintents: {landings:?}\n{}",
+                resumed.code, resumed.stderr
+            ));
+        }
+    }
+    assert!(
+        outcomes.is_empty(),
+        "inconsistent:\n{}",
+        outcomes.join("\n---\n")
+    );
+}

@@ -193,6 +193,24 @@ impl Worktrees {
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let git = Git::new(record.git_dir.clone()).stopped_by(bounds.stop.clone());
+        // A troupe killed inside `update-ref` leaves the branch's lock
+        // behind, and every landing after would fail on it. The branch is
+        // the run's own and the run is held: nobody else is moving it.
+        let common = git
+            .run(
+                &Place::default(),
+                ["rev-parse", "--path-format=absolute", "--git-common-dir"],
+            )
+            .await?;
+        let lock = PathBuf::from(common.trim()).join(format!("{}.lock", record.reference()));
+        match std::fs::remove_file(&lock) {
+            Ok(()) => crate::tell!(
+                "troupe: removed {}, left by a troupe killed while it moved the run's branch",
+                lock.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&lock)(e)),
+        }
         let reference = format!("{}^{{commit}}", record.reference());
         let found = git
             .output(
@@ -693,6 +711,10 @@ async fn snapshot(
     private: bool,
 ) -> Result<String, IsolationError> {
     let index = run_dir.join("snapshot.index");
+    // What a snapshot cut short by a kill left: the run is held, so it is
+    // this run's own scratch.
+    let _ = std::fs::remove_file(&index);
+    let _ = std::fs::remove_file(run_dir.join("snapshot.index.lock"));
     let place = Place {
         work_tree: Some(workspace),
         index: Some(&index),
