@@ -88,7 +88,8 @@ pub fn create_dirs_beneath(root: BorrowedFd<'_>, rel: &Path) -> io::Result<Owned
             Ok(next) => next,
             Err(Errno::ENOENT) => {
                 match mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(0o777)) {
-                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Ok(()) => made_in(dir.as_fd())?,
+                    Err(Errno::EEXIST) => {}
                     Err(e) => return Err(e.into()),
                 }
                 open_dir_at(dir.as_fd(), name).map_err(|e| explain(dir.as_fd(), name, e))?
@@ -118,7 +119,25 @@ pub fn create_new_dir(path: &Path) -> io::Result<OwnedFd> {
         }
         e => e.into(),
     })?;
+    made_in(dir.as_fd())?;
     open_dir_at(dir.as_fd(), name).map_err(|e| explain(dir.as_fd(), name, e))
+}
+
+/// A directory was made in `parent`: its entry is flushed, so that a
+/// power cut cannot lose a directory a record already names (a run's, an
+/// agent's, a checkout's). Directories are made a few per agent, so this
+/// costs little.
+fn made_in(parent: BorrowedFd<'_>) -> io::Result<()> {
+    // The parent is held as a path descriptor, which cannot be flushed: it
+    // is opened for reading, as itself.
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let readable = openat(parent, ".", flags, Mode::empty())?;
+    match nix::unistd::fsync(readable) {
+        // A file system that cannot flush a directory (some network and
+        // FUSE ones) has nothing better to offer: the directory stands.
+        Ok(()) | Err(Errno::EINVAL | Errno::ENOTSUP) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The open directory `path`.

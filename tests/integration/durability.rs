@@ -110,3 +110,39 @@ fn git_flushes_what_a_landing_writes() {
         "git flushed its objects and refs: {flushes} in {gits} calls"
     );
 }
+
+#[test]
+fn a_new_directory_is_flushed_into_its_parent() {
+    let traced = Command::new("strace").arg("-V").output().is_ok();
+    if !present("durability", "strace", traced) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    let trace = sandbox.ws().with_file_name("strace.txt");
+    let spawn = spawn_command(&sandbox, 1, "nothing", &model);
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-y", "-e", "trace=fsync", "-o"])
+        .arg(&trace)
+        .arg(spawn.get_program())
+        .args(spawn.get_args())
+        .envs(spawn.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("strace is installed (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = sandbox.ws().join("sub_agent_results");
+    let results = results.canonicalize().unwrap();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let parent = format!("<{}>)", results.display());
+    assert!(
+        text.lines()
+            .any(|l| l.contains("fsync(") && l.contains(&parent)),
+        "the results directory is flushed once agent_1 is made in it:\n{text}"
+    );
+}
