@@ -27,6 +27,9 @@ use crate::signal::StopCause;
 /// After the child exits, how long to keep reading lines still in the pipe
 /// (a stray grandchild may hold it open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// troupe's heartbeat while it serves a child.
+const TICK: Duration = Duration::from_secs(1);
+
 /// How long a watchdog that fired looks for a line already sent.
 const LATE_LINE: Duration = Duration::from_millis(200);
 
@@ -42,7 +45,10 @@ enum Ending {
     /// The child reported its result but did not exit within the grace
     /// period after it.
     Lingered,
-    Timeout,
+    /// Past `--timeout`; `stalled` of it troupe itself was stalled.
+    Timeout {
+        stalled: Duration,
+    },
     Idle(Duration),
     Protocol(Violation),
     /// Stopped from outside: the run's deadline, Ctrl-C.
@@ -106,9 +112,15 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                 .await;
             served.verdict_on_exit(exit)
         }
-        Ending::Timeout => {
+        Ending::Timeout { stalled } => {
             let secs = run.limits.timeout.as_secs_f64();
-            let why = format!("timed out after {secs} s");
+            let mut why = format!("timed out after {secs} s");
+            if !stalled.is_zero() {
+                why.push_str(&format!(
+                    " (troupe itself was stalled for {} s of it: stopped, suspended or starved)",
+                    stalled.as_secs()
+                ));
+            }
             served
                 .stop(
                     &mut child,
@@ -240,6 +252,12 @@ impl Served<'_, '_> {
         let deadline = after_tokio(started, limits.timeout);
         let mut last_heard = Instant::now();
         let mut reported_at = None;
+        // troupe's own heartbeat: a tick that comes late says troupe was
+        // not running (SIGSTOP, a suspend, a starved node) for that long.
+        let mut ticks = tokio::time::interval(TICK);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_tick = Instant::now();
+        let mut stalled = Duration::ZERO;
         loop {
             let idle_at = limits
                 .idle_timeout
@@ -249,8 +267,10 @@ impl Served<'_, '_> {
                 reported_at = Some(Instant::now());
             }
             let linger_until = reported_at.map(|at| after_tokio(at, limits.kill_grace));
-            // In this order: the run's stop and the child's own timeout
-            // first, so that no flood of lines holds them off; then what
+            // In this order: the run's stop, troupe's heartbeat (so that a
+            // stall is known before the timeout it causes is said) and the
+            // child's own timeout first, so that no flood of lines holds
+            // them off; then what
             // the child said, before any watchdog, so that lines the
             // kernel took while troupe itself was stalled (stopped,
             // suspended, starved) count as heard, and a stall of troupe
@@ -258,7 +278,14 @@ impl Served<'_, '_> {
             tokio::select! {
                 biased;
                 cause = self.run.stop.stopped() => return Ending::Stopped(cause),
-                () = sleep_until(deadline) => return Ending::Timeout,
+                _ = ticks.tick() => {
+                    let gap = last_tick.elapsed();
+                    if gap > TICK * 3 {
+                        stalled += gap.saturating_sub(TICK);
+                    }
+                    last_tick = Instant::now();
+                }
+                () = sleep_until(deadline) => return Ending::Timeout { stalled },
                 line = lines.next_line() => {
                     last_heard = Instant::now();
                     if let Some(ending) = self.heard(line) {

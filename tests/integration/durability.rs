@@ -58,8 +58,9 @@ fn strict_flushes_every_write_and_commit_only_its_commit_points() {
 }
 
 /// fsync-family calls made by the git processes of an isolated team run
-/// of one step, and how many git processes ran.
-fn git_flushes() -> (usize, usize) {
+/// of one step, how many git processes ran, and troupe's flushes of the
+/// file system (`syncfs`).
+fn git_flushes() -> (usize, usize, usize) {
     let sandbox = Sandbox::new();
     crate::isolation::repository(&sandbox);
     let rules = vec![
@@ -70,7 +71,13 @@ fn git_flushes() -> (usize, usize) {
     let run = crate::team::team_command(&sandbox, rules, &["--isolation", "worktree"]);
     let trace = sandbox.ws().with_file_name("strace.txt");
     let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=execve,fsync,fdatasync", "-o"])
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=execve,fsync,fdatasync,syncfs",
+            "-o",
+        ])
         .arg(&trace)
         .arg(run.get_program())
         .args(run.get_args())
@@ -94,7 +101,8 @@ fn git_flushes() -> (usize, usize) {
         .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
         .filter(|l| pid(l).is_some_and(|p| gits.contains(&p)))
         .count();
-    (flushes, gits.len())
+    let syncfs = text.lines().filter(|l| l.contains("syncfs(")).count();
+    (flushes, gits.len(), syncfs)
 }
 
 #[test]
@@ -103,12 +111,13 @@ fn git_flushes_what_a_landing_writes() {
     if !present("durability", "strace", traced) {
         return;
     }
-    let (flushes, gits) = git_flushes();
+    let (flushes, gits, syncfs) = git_flushes();
     assert!(gits > 5, "the run's git calls were traced: {gits}");
     assert!(
         flushes > 0,
-        "git flushed its objects and refs: {flushes} in {gits} calls"
+        "git flushed the refs it moved: {flushes} in {gits} calls"
     );
+    assert!(syncfs > 0, "troupe flushed the objects before the landing");
 }
 
 #[test]

@@ -176,3 +176,41 @@ fn a_stall_of_troupe_fails_no_agent_that_kept_working() {
     let result: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(result["status"], "completed", "{result}");
 }
+
+#[test]
+fn a_timeout_that_a_stall_of_troupe_caused_says_so() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 30", "timeout_seconds": 60}}]}
+    ]}]}));
+    let mut spawn = crate::common::spawn_command(&sandbox, 1, "sleep long", &model);
+    spawn
+        .args(["--timeout", "3", "--kill-grace", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut troupe = spawn.spawn().unwrap();
+    let pid = troupe.id().to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(5));
+    signal("-CONT");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
+    troupe.wait().unwrap();
+    let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(result["status"], "timeout", "{result}");
+    let error = result["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("troupe itself was stalled for"),
+        "the reason names the stall: {result}"
+    );
+}

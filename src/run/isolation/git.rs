@@ -249,13 +249,19 @@ const HARDENED: &[&str] = &[
     "diff.external=",
     "protocol.allow=never",
     "advice.detachedHead=false",
-    // The objects and refs a landing writes reach the disk before run.json
-    // says the step is done: a power cut cannot leave a committed step
-    // whose commit is gone. In batches, so a snapshot of many files costs
-    // one flush, not one per file.
-    "core.fsync=committed",
-    "core.fsyncMethod=batch",
 ];
+
+/// What git flushes itself: every ref it moves; under `--durability
+/// strict` every object too, in batches. Between, the objects a landing
+/// names are flushed by troupe at once before the branch moves
+/// (`Worktrees::land`), which costs one flush instead of one per file of
+/// a large change.
+fn fsync_settings() -> [&'static str; 4] {
+    match crate::fsutil::Durability::Atomic.flushes() {
+        true => ["-c", "core.fsync=committed", "-c", "core.fsyncMethod=batch"],
+        false => ["-c", "core.fsync=reference", "-c", "core.fsyncMethod=fsync"],
+    }
+}
 
 /// `git` with the environment every call gets (`process::Spawn::git`).
 fn command() -> Command {
@@ -263,6 +269,7 @@ fn command() -> Command {
     for setting in HARDENED {
         command.args(["-c", setting]);
     }
+    command.args(fsync_settings());
     command
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

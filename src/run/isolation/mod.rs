@@ -495,6 +495,7 @@ impl Worktrees {
         from: &str,
         to: &str,
     ) -> Result<(), IsolationError> {
+        self.flush_objects().await?;
         let intent = LandingIntent {
             attempt,
             approved,
@@ -504,6 +505,25 @@ impl Worktrees {
         let path = self.intent_path(step, attempt);
         off_runtime(move || {
             crate::fsutil::write_json_atomic(&path, &intent, Durability::Commit).map_err(io(&path))
+        })
+        .await
+    }
+
+    /// Flushes the file system that holds the repository's objects: the
+    /// change and its merge, written unflushed by git, are on the disk
+    /// before the branch names them.
+    async fn flush_objects(&self) -> Result<(), IsolationError> {
+        let objects = self.common.join("objects");
+        off_runtime(move || {
+            let dir = crate::fsutil::nofollow::open_dir(&objects).map_err(io(&objects))?;
+            let readable = nix::fcntl::openat(
+                &dir,
+                ".",
+                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|e| io(&objects)(e.into()))?;
+            nix::unistd::syncfs(&readable).map_err(|e| io(&objects)(e.into()))
         })
         .await
     }
