@@ -134,6 +134,42 @@ fn a_command_timeout_kills_its_group_and_the_agent_goes_on() {
     );
 }
 
+/// `troupe spawn` of agent 1 with `extra`, its stdout piped, stopped
+/// (`-STOP`) for `stops` (wait before, stopped for), then left to end; the
+/// result object it printed.
+fn stalled_spawn(
+    sandbox: &Sandbox,
+    model: &str,
+    extra: &[&str],
+    stops: &[(Duration, Duration)],
+) -> serde_json::Value {
+    let mut spawn = crate::common::spawn_command(sandbox, 1, "work through a stall", model);
+    spawn
+        .args(extra)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut troupe = spawn.spawn().unwrap();
+    let pid = troupe.id().to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    for (before, stopped) in stops {
+        std::thread::sleep(*before);
+        signal("-STOP");
+        std::thread::sleep(*stopped);
+        signal("-CONT");
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
+    troupe.wait().unwrap();
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
 #[test]
 fn a_stall_of_troupe_fails_no_agent_that_kept_working() {
     let sandbox = Sandbox::new();
@@ -145,35 +181,18 @@ fn a_stall_of_troupe_fails_no_agent_that_kept_working() {
         sleeps("1.2"),
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "slept"}}]}
     ]}]}));
-    let mut spawn = crate::common::spawn_command(&sandbox, 1, "sleep a while", &model);
-    spawn
-        .args(["--idle-timeout", "2", "--launch-timeout", "2"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut troupe = spawn.spawn().unwrap();
-    let pid = troupe.id().to_string();
-    let signal = |name: &str| {
-        let sent = std::process::Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    };
     // Stopped before the agent says hello, and again while it works: each
     // time for longer than both watchdogs allow.
-    signal("-STOP");
-    std::thread::sleep(Duration::from_secs(3));
-    signal("-CONT");
-    std::thread::sleep(Duration::from_millis(1500));
-    signal("-STOP");
-    std::thread::sleep(Duration::from_secs(3));
-    signal("-CONT");
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
-    let status = troupe.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{out}");
-    let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let stops = [
+        (Duration::ZERO, Duration::from_secs(3)),
+        (Duration::from_millis(1500), Duration::from_secs(3)),
+    ];
+    let result = stalled_spawn(
+        &sandbox,
+        &model,
+        &["--idle-timeout", "2", "--launch-timeout", "2"],
+        &stops,
+    );
     assert_eq!(result["status"], "completed", "{result}");
 }
 
@@ -184,29 +203,13 @@ fn a_timeout_that_a_stall_of_troupe_caused_says_so() {
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "run_command", "arguments": {"command": "sleep 30", "timeout_seconds": 60}}]}
     ]}]}));
-    let mut spawn = crate::common::spawn_command(&sandbox, 1, "sleep long", &model);
-    spawn
-        .args(["--timeout", "3", "--kill-grace", "1"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut troupe = spawn.spawn().unwrap();
-    let pid = troupe.id().to_string();
-    let signal = |name: &str| {
-        let sent = std::process::Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    };
-    std::thread::sleep(Duration::from_millis(1000));
-    signal("-STOP");
-    std::thread::sleep(Duration::from_secs(5));
-    signal("-CONT");
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut troupe.stdout.take().unwrap(), &mut out).unwrap();
-    troupe.wait().unwrap();
-    let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let stops = [(Duration::from_secs(1), Duration::from_secs(5))];
+    let result = stalled_spawn(
+        &sandbox,
+        &model,
+        &["--timeout", "3", "--kill-grace", "1"],
+        &stops,
+    );
     assert_eq!(result["status"], "timeout", "{result}");
     let error = result["error"].as_str().unwrap_or_default();
     assert!(
