@@ -270,11 +270,10 @@ impl Served<'_, '_> {
             // In this order: the run's stop, troupe's heartbeat (so that a
             // stall is known before the timeout it causes is said) and the
             // child's own timeout first, so that no flood of lines holds
-            // them off; then what
-            // the child said, before any watchdog, so that lines the
-            // kernel took while troupe itself was stalled (stopped,
-            // suspended, starved) count as heard, and a stall of troupe
-            // never fails an agent that kept working.
+            // them off; then what the child said, before any watchdog, so
+            // that lines the kernel took while troupe itself was stalled
+            // (stopped, suspended, starved) count as heard, and a stall of
+            // troupe never fails an agent that kept working.
             tokio::select! {
                 biased;
                 cause = self.run.stop.stopped() => return Ending::Stopped(cause),
