@@ -202,7 +202,8 @@ impl Worktrees {
                 ["rev-parse", "--path-format=absolute", "--git-common-dir"],
             )
             .await?;
-        let lock = PathBuf::from(common.trim()).join(format!("{}.lock", record.reference()));
+        let common = PathBuf::from(common.trim());
+        let lock = common.join(format!("{}.lock", record.reference()));
         match std::fs::remove_file(&lock) {
             Ok(()) => crate::tell!(
                 "troupe: removed {}, left by a troupe killed while it moved the run's branch",
@@ -229,22 +230,6 @@ impl Worktrees {
             ];
             git.run(&Place::default(), args).await?;
         }
-        Self::with(git, record, workspace, run_dir, bounds).await
-    }
-
-    async fn with(
-        git: Git,
-        record: IsolationRecord,
-        workspace: &Path,
-        run_dir: &Path,
-        bounds: Bounds,
-    ) -> Result<Worktrees, IsolationError> {
-        let common = git
-            .run(
-                &Place::default(),
-                ["rev-parse", "--path-format=absolute", "--git-common-dir"],
-            )
-            .await?;
         let reference = format!("{}^{{commit}}", record.reference());
         let tree = format!("{}^{{tree}}", record.reference());
         let ids = git
@@ -256,7 +241,6 @@ impl Worktrees {
             tree: ids.next().unwrap_or_default(),
         };
         let mut readable = vec![git.git_dir.clone()];
-        let common = PathBuf::from(common.trim());
         if common != git.git_dir {
             readable.push(common.clone());
         }
