@@ -237,6 +237,10 @@ async fn show_agent(dir: &Path, args: &ShowArgs, render: &Render) -> anyhow::Res
 async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let events = dir.join("events.jsonl");
     let mut seen = 0;
+    // A run's events end at its `run_finished`, unless a resume took it up
+    // again after (`run_resumed`), or is taking it up now (it holds the
+    // run's directory).
+    let mut finished = false;
     loop {
         let text = crate::fsutil::read_record(&events).unwrap_or_default();
         let complete = text.rfind('\n').map_or(0, |end| end + 1);
@@ -249,11 +253,16 @@ async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             } else {
                 crate::say!("{}", event_line(&event));
             }
-            if event["type"] == "run_finished" {
-                return Ok(ExitCode::SUCCESS);
+            match event["type"].as_str() {
+                Some("run_finished") => finished = true,
+                Some("run_resumed") => finished = false,
+                _ => {}
             }
         }
         seen = complete;
+        if finished && !crate::fsutil::dir_lock::is_held(dir) {
+            return Ok(ExitCode::SUCCESS);
+        }
         match see(dir) {
             Ok(run) if run.died => {
                 let note = run.died_note().unwrap_or_default();
@@ -263,7 +272,11 @@ async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 }
                 return Ok(ExitCode::FAILURE);
             }
-            Ok(run) if run.record.completed_at.is_some() => return Ok(ExitCode::SUCCESS),
+            Ok(run)
+                if run.record.completed_at.is_some() && !crate::fsutil::dir_lock::is_held(dir) =>
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
             _ => {}
         }
         tokio::time::sleep(Duration::from_millis(250)).await;

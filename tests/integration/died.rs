@@ -193,3 +193,45 @@ fn a_run_that_is_being_run_is_not_resumed_again_and_the_refusal_names_its_pid() 
     assert_eq!(wait_exit(&mut again), 130);
     assert_eq!(read_json(&dir.join("run.json"))["status"], "interrupted");
 }
+
+#[test]
+fn following_a_resumed_run_goes_on_past_its_first_end() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let failing = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule(
+            "a",
+            vec![
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "not yet"}}]}),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let first = crate::team::team_run(&sandbox, failing, &["--max-replans", "0"]);
+    assert_eq!(first.run.code, 1, "{}", first.run.stderr);
+    let run_id = first
+        .dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let fixed = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule("a", worker_writes("a", 0)),
+        approving_reviewer(),
+    ];
+    let resumed = team_run_resume(&sandbox, fixed, &run_id);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let followed = cli(&sandbox, &["show", &run_id, "--follow", "--json"]);
+    assert_eq!(followed.code, 0, "{}", followed.stderr);
+    let kinds: Vec<String> = followed
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| e["type"].as_str().map(str::to_string))
+        .collect();
+    let ends = kinds.iter().filter(|k| *k == "run_finished").count();
+    assert_eq!(ends, 2, "both ends, the resume between: {kinds:?}");
+    assert!(kinds.iter().any(|k| k == "run_resumed"), "{kinds:?}");
+}
