@@ -7,6 +7,34 @@ use serde_json::json;
 
 use crate::common::{Sandbox, present, spawn_command};
 
+/// Whether strace is here; a printed skip outside CI, a failure in it.
+fn strace_here() -> bool {
+    let traced = Command::new("strace").arg("-V").output().is_ok();
+    present("durability", "strace", traced)
+}
+
+/// `command` run to its end under `strace -f -qq` with `strace_args`; the
+/// trace's text.
+fn traced(command: &Command, strace_args: &[&str]) -> String {
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("strace")
+        .args(["-f", "-qq"])
+        .args(strace_args)
+        .arg("-o")
+        .arg(trace.path())
+        .arg(command.get_program())
+        .args(command.get_args())
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("strace is installed (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(trace.path()).unwrap()
+}
+
 /// fsync and fdatasync calls of one `troupe spawn` (both processes) of a
 /// four-turn agent that completed.
 fn flushes(durability: &str) -> usize {
@@ -17,35 +45,19 @@ fn flushes(durability: &str) -> usize {
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "c.txt", "content": "3"}}]},
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
     ]}]}));
-    let trace = sandbox.ws().with_file_name("strace.txt");
     let mut spawn = spawn_command(&sandbox, 1, "write three files", &model);
     spawn.args(["--durability", durability]);
-    let status = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=fsync,fdatasync", "-o"])
-        .arg(&trace)
-        .arg(spawn.get_program())
-        .args(spawn.get_args())
-        .envs(spawn.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .output()
-        .expect("strace is installed (.ci/run installs it)");
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let text = traced(&spawn, &["-e", "trace=fsync,fdatasync"]);
     let written = std::fs::read_to_string(sandbox.ws().join("c.txt")).unwrap();
     assert_eq!(written, "3");
-    std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
+    text.lines()
         .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
         .count()
 }
 
 #[test]
 fn strict_flushes_every_write_and_commit_only_its_commit_points() {
-    let traced = Command::new("strace").arg("-V").output().is_ok();
-    if !present("durability", "strace", traced) {
+    if !strace_here() {
         return;
     }
     let commit = flushes("commit");
@@ -69,27 +81,7 @@ fn git_flushes() -> (usize, usize, usize) {
         crate::team::approving_reviewer(),
     ];
     let run = crate::team::team_command(&sandbox, rules, &["--isolation", "worktree"]);
-    let trace = sandbox.ws().with_file_name("strace.txt");
-    let out = Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-e",
-            "trace=execve,fsync,fdatasync,syncfs",
-            "-o",
-        ])
-        .arg(&trace)
-        .arg(run.get_program())
-        .args(run.get_args())
-        .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .output()
-        .expect("strace is installed (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&trace).unwrap();
+    let text = traced(&run, &["-e", "trace=execve,fsync,fdatasync,syncfs"]);
     let pid = |line: &str| line.split_whitespace().next().map(str::to_string);
     let gits: std::collections::HashSet<String> = text
         .lines()
@@ -107,8 +99,7 @@ fn git_flushes() -> (usize, usize, usize) {
 
 #[test]
 fn git_flushes_what_a_landing_writes() {
-    let traced = Command::new("strace").arg("-V").output().is_ok();
-    if !present("durability", "strace", traced) {
+    if !strace_here() {
         return;
     }
     let (flushes, gits, syncfs) = git_flushes();
@@ -122,32 +113,17 @@ fn git_flushes_what_a_landing_writes() {
 
 #[test]
 fn a_new_directory_is_flushed_into_its_parent() {
-    let traced = Command::new("strace").arg("-V").output().is_ok();
-    if !present("durability", "strace", traced) {
+    if !strace_here() {
         return;
     }
     let sandbox = Sandbox::new();
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
     ]}]}));
-    let trace = sandbox.ws().with_file_name("strace.txt");
     let spawn = spawn_command(&sandbox, 1, "nothing", &model);
-    let out = Command::new("strace")
-        .args(["-f", "-qq", "-y", "-e", "trace=fsync", "-o"])
-        .arg(&trace)
-        .arg(spawn.get_program())
-        .args(spawn.get_args())
-        .envs(spawn.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .output()
-        .expect("strace is installed (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = traced(&spawn, &["-y", "-e", "trace=fsync"]);
     let results = sandbox.ws().join("sub_agent_results");
     let results = results.canonicalize().unwrap();
-    let text = std::fs::read_to_string(&trace).unwrap();
     let parent = format!("<{}>)", results.display());
     assert!(
         text.lines()

@@ -50,14 +50,47 @@ fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
     dir
 }
 
+/// PATH with `first` before it.
+fn path_before(first: &Path) -> String {
+    format!(
+        "{}:{}",
+        first.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// An isolated run of two steps writing `a.txt` and `b.txt`, run to its
+/// end; its directory and id.
+fn landed_run(sandbox: &Sandbox) -> (PathBuf, String) {
+    with_log(sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", crate::team::worker_writes("a", 0)),
+        worker_rule("b", crate::team::worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = crate::team::team_run(sandbox, rules, &["--isolation", "worktree"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let run_id = run_id_of(&team.dir);
+    (team.dir, run_id)
+}
+
+/// `troupe apply RUN`, with `first` before PATH when given.
+fn apply_command(sandbox: &Sandbox, run_id: &str, first: Option<&Path>) -> Command {
+    let mut command = troupe();
+    command
+        .args(["apply", run_id, "--workspace"])
+        .arg(sandbox.ws());
+    if let Some(first) = first {
+        command.env("PATH", path_before(first));
+    }
+    command
+}
+
 /// `troupe run` in the background with `path_first` before PATH.
 fn start_with_path(sandbox: &Sandbox, rules: Vec<Value>, path_first: &Path) -> std::process::Child {
     let model = sandbox.script(json!({"rules": rules}));
-    let path = format!(
-        "{}:{}",
-        path_first.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_before(path_first);
     troupe()
         .args(["run", "test goal", "--model", &model])
         .arg("--workspace")
@@ -335,31 +368,8 @@ fn a_run_killed_while_it_planned_plans_again() {
 #[test]
 fn an_apply_cut_short_is_finished_by_the_next_one() {
     let sandbox = Sandbox::new();
-    with_log(&sandbox);
-    let rules = vec![
-        planner(json!([step("a", &[]), step("b", &[])])),
-        worker_rule("a", crate::team::worker_writes("a", 0)),
-        worker_rule("b", crate::team::worker_writes("b", 0)),
-        approving_reviewer(),
-    ];
-    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
-    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
-    let run_id = run_id_of(&team.dir);
-    let apply = |path: Option<&Path>| {
-        let mut command = troupe();
-        command
-            .args(["apply", &run_id, "--workspace"])
-            .arg(sandbox.ws());
-        if let Some(first) = path {
-            let path = format!(
-                "{}:{}",
-                first.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
-            command.env("PATH", path);
-        }
-        command
-    };
+    let (dir, run_id) = landed_run(&sandbox);
+    let apply = |first: Option<&Path>| apply_command(&sandbox, &run_id, first);
     let held = git_holding(&sandbox, "checkout-index", Hold::Before);
     let mut cut = apply(Some(&held))
         .stdin(Stdio::null())
@@ -367,15 +377,13 @@ fn an_apply_cut_short_is_finished_by_the_next_one() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("the apply's journal", || {
-        team.dir.join("apply.json").is_file()
-    });
+    wait_for("the apply's journal", || dir.join("apply.json").is_file());
     cut.kill().unwrap();
     wait_exit(&mut cut);
     // As a kill in the middle of writing leaves it: one file begun, and
     // git's lock of troupe's scratch index.
     std::fs::write(sandbox.ws().join("a.txt"), "").unwrap();
-    std::fs::write(team.dir.join("apply-check.index.lock"), "").unwrap();
+    std::fs::write(dir.join("apply-check.index.lock"), "").unwrap();
 
     let again = crate::common::run(apply(None));
     assert_eq!(again.code, 0, "{}", again.stderr);
@@ -387,47 +395,26 @@ fn an_apply_cut_short_is_finished_by_the_next_one() {
         std::fs::read_to_string(sandbox.ws().join("b.txt")).unwrap(),
         "b"
     );
-    assert!(!team.dir.join("apply.json").exists(), "finished");
-    assert!(!team.dir.join("apply-check.index.lock").exists());
+    assert!(!dir.join("apply.json").exists(), "finished");
+    assert!(!dir.join("apply-check.index.lock").exists());
 }
 
 #[test]
 fn one_writer_of_a_workspace_at_a_time() {
     let sandbox = Sandbox::new();
-    with_log(&sandbox);
-    let rules = vec![
-        planner(json!([step("a", &[]), step("b", &[])])),
-        worker_rule("a", crate::team::worker_writes("a", 0)),
-        worker_rule("b", crate::team::worker_writes("b", 0)),
-        approving_reviewer(),
-    ];
-    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
-    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
-    let run_id = run_id_of(&team.dir);
-    let apply = || {
-        let mut command = troupe();
-        command
-            .args(["apply", &run_id, "--workspace"])
-            .arg(sandbox.ws());
-        command
-    };
+    let (dir, run_id) = landed_run(&sandbox);
+    let apply = || apply_command(&sandbox, &run_id, None);
     // An apply held inside its write: a second apply, and a run whose
     // workers would share the workspace, are refused, naming it.
     let held = git_holding(&sandbox, "checkout-index", Hold::Before);
-    let path = format!(
-        "{}:{}",
-        held.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut first = apply()
-        .env("PATH", path)
+    let mut first = apply_command(&sandbox, &run_id, Some(&held))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for("the first apply's journal", || {
-        team.dir.join("apply.json").is_file()
+        dir.join("apply.json").is_file()
     });
     let holder = format!("pid {}", first.id());
     let second = crate::common::run(apply());
