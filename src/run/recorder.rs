@@ -153,17 +153,15 @@ impl Recorder {
     /// Waits, off the agents' thread, until everything handed over so far
     /// is on disk: what must be written before troupe acts on it.
     pub async fn on_disk(&self) {
-        let (done, wait) = channel();
-        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
-            let _ = tokio::task::spawn_blocking(move || wait.recv()).await;
-        }
+        let writer = self.log.writer.clone();
+        let _ = tokio::task::spawn_blocking(move || written(&writer)).await;
     }
 
     /// Waits until everything handed over so far is written (not printed:
     /// a reader that stops reading must not hold up the run's end); the
     /// writes that failed, then.
     pub fn failures(&self) -> WriteFailures {
-        self.written();
+        written(&self.log.writer);
         self.failures
             .lock()
             .map(|failures| failures.clone())
@@ -172,19 +170,19 @@ impl Recorder {
 
     /// Waits until everything handed over so far is written and printed.
     pub fn flush(&self) {
-        self.written();
+        written(&self.log.writer);
         let (done, wait) = channel();
         if self.log.output.send(ToOutput::Flush(done)).is_ok() {
             let _ = wait.recv();
         }
     }
+}
 
-    /// Waits until everything handed over so far is written.
-    fn written(&self) {
-        let (done, wait) = channel();
-        if self.log.writer.send(ToWriter::Flush(done)).is_ok() {
-            let _ = wait.recv();
-        }
+/// Waits until everything handed to `writer` so far is written.
+fn written(writer: &Sender<ToWriter>) {
+    let (done, wait) = channel();
+    if writer.send(ToWriter::Flush(done)).is_ok() {
+        let _ = wait.recv();
     }
 }
 
