@@ -34,6 +34,7 @@ mod planner;
 mod reconcile;
 mod recorder;
 mod replan;
+mod replay;
 mod resume;
 mod review;
 mod runner;
@@ -151,7 +152,16 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 config.team.isolation,
             )?;
             let (mut record, opening) = match resumed {
-                Resumed::Going { record, again } => (record, Opening::Resume { again }),
+                Resumed::Going {
+                    record,
+                    again,
+                    repairs,
+                } => {
+                    for repair in repairs {
+                        crate::tell!("troupe: resume: {repair}");
+                    }
+                    (record, Opening::Resume { again })
+                }
                 Resumed::Unplanned { record, plan } => {
                     let goal = record.goal.clone();
                     (record, Opening::Plan { goal, plan })

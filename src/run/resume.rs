@@ -140,6 +140,7 @@ pub fn load(
             ran.as_str()
         )));
     }
+    let repairs = super::replay::replay(&mut record, run_dir, accept_unreviewed);
     let mut again = Vec::new();
     for step in &mut record.steps {
         if !step.is_settled(accept_unreviewed) {
@@ -155,15 +156,20 @@ pub fn load(
     record.status = RunStatus::Running;
     record.reason = None;
     record.completed_at = None;
-    Ok(Resumed::Going { record, again })
+    Ok(Resumed::Going {
+        record,
+        again,
+        repairs,
+    })
 }
 
 /// A run read back for its resume.
 pub enum Resumed {
-    /// Planned: these steps run again.
+    /// Planned: these steps run again, after the repairs said.
     Going {
         record: RunRecord,
         again: Vec<String>,
+        repairs: Vec<String>,
     },
     /// Stopped while it planned: it plans again, or takes this plan.
     Unplanned {
@@ -263,7 +269,7 @@ mod tests {
         )
         .unwrap();
 
-        let Resumed::Going { record, again } =
+        let Resumed::Going { record, again, .. } =
             load(&run_dir, None, false, IsolationMode::Auto).unwrap()
         else {
             panic!("a planned run goes on");

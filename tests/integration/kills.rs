@@ -256,6 +256,88 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
 }
 
 #[test]
+fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let slow = vec![
+        planner(json!([step("s1", &[]), step("s2", &["s1"])])),
+        worker_rule("s1", appends("by-s1", 0)),
+        worker_rule("s2", appends("by-s2", 30_000)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": slow}));
+    let mut troupe = troupe()
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--isolation", "shared", "--max-replans", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("s2's worker", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .is_some_and(|run| run.path().join("s2/worker-1/.subagent").is_dir())
+    });
+    troupe.kill().unwrap();
+    wait_exit(&mut troupe);
+    let dir = run_dir(&sandbox);
+    let journal = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(
+        journal.contains(r#""type":"step_completed","step":"s1""#),
+        "{journal}"
+    );
+    // The record as a kill leaves it between the journal's line and
+    // run.json's write: s1 still under review, its worker's end not in.
+    let mut record = read_json(&dir.join("run.json"));
+    let s1 = &mut record["steps"][0];
+    s1["status"] = json!("reviewing");
+    s1["attempts"][0]["worker"]["status"] = json!("running");
+    s1["attempts"][0]["worker"]["summary"] = json!("");
+    s1["attempts"][0]["reviews"][0]["status"] = json!("running");
+    record["steps"][1]["status"] = json!("pending");
+    record["steps"][1]["attempts"] = json!([]);
+    std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
+    std::fs::remove_dir_all(dir.join("s2")).unwrap();
+
+    let fast = vec![
+        planner(json!([step("s1", &[]), step("s2", &["s1"])])),
+        worker_rule("s1", appends("by-s1", 0)),
+        worker_rule("s2", appends("by-s2", 0)),
+        approving_reviewer(),
+    ];
+    let resumed = team_run_resume(&sandbox, fast, &run_id_of(&dir));
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains(
+            "resume: s1's end (completed) was found in events.jsonl ahead of run.json and recorded; it is not run again"
+        ),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("log.txt")).unwrap(),
+        "start|by-s1|by-s2|",
+        "s1 ran once"
+    );
+    let record = read_json(&dir.join("run.json"));
+    assert_eq!(record["status"], "completed");
+    let s1 = &record["steps"][0];
+    assert_eq!(s1["status"], "completed");
+    assert_eq!(s1["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(s1["attempts"][0]["worker"]["status"], "completed");
+    assert_eq!(
+        s1["attempts"][0]["worker"]["summary"], "appended",
+        "the worker's record is read back from its sealed result"
+    );
+    assert_eq!(s1["attempts"][0]["reviews"][0]["status"], "completed");
+}
+
+#[test]
 fn a_run_killed_before_its_branch_was_made_resumes_isolated_and_keeps_its_mode() {
     let sandbox = Sandbox::new();
     with_log(&sandbox);
