@@ -482,6 +482,57 @@ fn an_apply_cut_short_is_finished_by_the_next_one() {
 }
 
 #[test]
+fn a_path_edited_after_an_apply_was_cut_short_is_the_users() {
+    let sandbox = Sandbox::new();
+    let (dir, run_id) = landed_run(&sandbox);
+    let held = git_holding(&sandbox, "checkout-index", Hold::Before);
+    let mut cut = apply_command(&sandbox, &run_id, Some(&held))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the apply's journal", || dir.join("apply.json").is_file());
+    cut.kill().unwrap();
+    wait_exit(&mut cut);
+    let journal = read_json(&dir.join("apply.json"));
+    let a = journal["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "a.txt")
+        .cloned()
+        .unwrap();
+    assert!(a["old"].is_null(), "a.txt is new: {journal}");
+    assert_eq!(a["new"].as_str().unwrap().len(), 40, "{journal}");
+    // The apply had begun b.txt (a prefix of the run's version); the user
+    // then wrote a.txt, which the journal names but troupe never wrote so.
+    std::fs::write(sandbox.ws().join("a.txt"), "the user's a").unwrap();
+    std::fs::write(sandbox.ws().join("b.txt"), "").unwrap();
+
+    let again = crate::common::run(apply_command(&sandbox, &run_id, None));
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("this path changed in") && again.stderr.contains(": a.txt;"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "the user's a"
+    );
+    assert!(dir.join("apply.json").is_file(), "kept for the next apply");
+
+    std::fs::remove_file(sandbox.ws().join("a.txt")).unwrap();
+    let last = crate::common::run(apply_command(&sandbox, &run_id, None));
+    assert_eq!(last.code, 0, "{}", last.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("b.txt")).unwrap(),
+        "b"
+    );
+}
+
+#[test]
 fn one_writer_of_a_workspace_at_a_time() {
     let sandbox = Sandbox::new();
     let (dir, run_id) = landed_run(&sandbox);

@@ -6,10 +6,13 @@
 //! tree.
 //!
 //! An apply is written down before its first file (`apply.json` in the
-//! run directory: the head, the paths to write and to remove), so that an
-//! apply cut short (Ctrl-C, a kill) is finished by the next one: the paths
-//! it was writing are troupe's, whatever state it left them in, never
-//! taken for the user's changes. Stale locks of troupe's own scratch
+//! run directory: the head, and each path to write or remove with its
+//! blob before and after), so that an apply cut short (Ctrl-C, a kill) is
+//! finished by the next one. A path it was writing is troupe's when it is
+//! as the run found it, as the run left it, or a beginning of the run's
+//! version (git writes a file from its start, so a kill mid-write leaves
+//! a prefix); anything else was written by someone since, and is refused
+//! like any change made meanwhile. Stale locks of troupe's own scratch
 //! indexes are removed first.
 
 use std::path::{Path, PathBuf};
@@ -27,8 +30,16 @@ const SCRATCH: [&str; 2] = ["apply-head.index", "apply-check.index"];
 #[derive(Debug, Serialize, Deserialize)]
 struct Journal {
     head: String,
-    written: Vec<String>,
-    removed: Vec<String>,
+    paths: Vec<JournalPath>,
+}
+
+/// One path an apply writes (`new` is its blob) or removes (`new` is
+/// `None`); `old` is its blob in the snapshot, `None` when it had none.
+#[derive(Debug, Serialize, Deserialize)]
+struct JournalPath {
+    path: String,
+    old: Option<String>,
+    new: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +68,11 @@ pub enum ApplyError {
     Busy(String),
     #[error("cannot keep the apply's journal {path}: {source}", path = .path.display())]
     Journal {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot use troupe's scratch file {path}: {source}", path = .path.display())]
+    Scratch {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -93,10 +109,9 @@ pub async fn apply(
     let journal_path = scratch.join("apply.json");
     // What an earlier apply of this head was writing when it was cut
     // short: troupe's own, to finish.
-    let unfinished: Vec<String> =
+    let unfinished: Vec<JournalPath> =
         crate::fsutil::read_json::<Journal>(&journal_path, "the apply journal")
-            .ok()
-            .map(|j| j.written.into_iter().chain(j.removed).collect())
+            .map(|j| j.paths)
             .unwrap_or_default();
     let reference = record.reference();
     let head = git
@@ -125,14 +140,18 @@ pub async fn apply(
     let paths: Vec<&str> = changes.iter().map(|(_, p)| p.as_str()).collect();
     let from_snapshot = differing(&git, &record.snapshot, workspace, scratch, &paths).await?;
     let from_head = differing(&git, head, workspace, scratch, &paths).await?;
+    let old = blobs(&git, &record.snapshot, &paths).await?;
+    let new = blobs(&git, head, &paths).await?;
     // A path that is neither as the run found it nor as the run left it
     // was changed by someone else; one already as the run left it needs
     // nothing (an apply done before).
-    let meanwhile: Vec<String> = from_snapshot
-        .iter()
-        .filter(|p| from_head.contains(p) && !unfinished.contains(p))
-        .cloned()
-        .collect();
+    let mut meanwhile = Vec::new();
+    for path in from_snapshot.iter().filter(|p| from_head.contains(p)) {
+        let cut_short = unfinished.iter().find(|j| &j.path == path);
+        if !begun_by_troupe(&git, cut_short, workspace, scratch).await? {
+            meanwhile.push(path.clone());
+        }
+    }
     if !meanwhile.is_empty() {
         return Err(ApplyError::ChangedMeanwhile {
             paths: meanwhile,
@@ -150,8 +169,16 @@ pub async fn apply(
     }
     let journal = Journal {
         head: head.to_string(),
-        written: applied.written.clone(),
-        removed: applied.removed.clone(),
+        paths: applied
+            .written
+            .iter()
+            .chain(&applied.removed)
+            .map(|path| JournalPath {
+                path: path.clone(),
+                old: old.get(path).cloned(),
+                new: new.get(path).cloned(),
+            })
+            .collect(),
     };
     crate::fsutil::write_json_atomic(&journal_path, &journal, Durability::Commit).map_err(
         |source| ApplyError::Journal {
@@ -194,6 +221,71 @@ pub async fn apply(
         _ => {}
     }
     Ok(applied)
+}
+
+/// Whether a path that is neither as the run found it nor as it left it
+/// is one a cut-short apply was writing: empty, or a beginning of the
+/// run's version. A path the journal does not name, or names as removed,
+/// is not.
+async fn begun_by_troupe(
+    git: &Git,
+    cut_short: Option<&JournalPath>,
+    workspace: &Path,
+    scratch: &Path,
+) -> Result<bool, ApplyError> {
+    let Some(JournalPath {
+        path,
+        new: Some(blob),
+        ..
+    }) = cut_short
+    else {
+        return Ok(false);
+    };
+    let here = workspace.join(path);
+    let Ok(meta) = here.symlink_metadata() else {
+        return Ok(false);
+    };
+    if !meta.is_file() {
+        return Ok(false);
+    }
+    if meta.len() == 0 {
+        return Ok(true);
+    }
+    let Ok(written) = std::fs::read(&here) else {
+        return Ok(false);
+    };
+    let wanted = scratch.join("apply-blob.tmp");
+    let file = crate::fsutil::create_file(&wanted).map_err(|source| ApplyError::Scratch {
+        path: wanted.clone(),
+        source,
+    })?;
+    let result = git
+        .run_into(&Place::default(), &["cat-file", "blob", blob], file)
+        .await;
+    let wanted_bytes = std::fs::read(&wanted);
+    let _ = std::fs::remove_file(&wanted);
+    result?;
+    Ok(wanted_bytes.is_ok_and(|bytes| bytes.starts_with(&written)))
+}
+
+/// The blob of each of `paths` in the commit `tree`; a path it does not
+/// have is not in the map.
+async fn blobs(
+    git: &Git,
+    tree: &str,
+    paths: &[&str],
+) -> Result<std::collections::HashMap<String, String>, GitError> {
+    let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", tree, "--"];
+    args.extend(paths);
+    let listed = git.run(&Place::default(), args).await?;
+    Ok(listed
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            let blob = meta.split(' ').nth(2)?;
+            Some((path.to_string(), blob.to_string()))
+        })
+        .collect())
 }
 
 /// git's lock files of troupe's scratch indexes, left by an apply that was
