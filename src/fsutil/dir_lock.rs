@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -87,6 +87,16 @@ pub fn holder_pid(dir: &Path) -> Option<u32> {
     let meta = std::fs::symlink_metadata(dir).ok()?;
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     lock_holder(&locks, meta.dev(), meta.ino())
+}
+
+/// The first of `dirs` that the process `pid` holds.
+pub fn held_by(dirs: impl IntoIterator<Item = PathBuf>, pid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    dirs.into_iter().find(|dir| {
+        std::fs::symlink_metadata(dir)
+            .is_ok_and(|meta| lock_holder(&locks, meta.dev(), meta.ino()) == Some(pid))
+    })
 }
 
 /// The pid holding a write flock on the inode `dev`:`ino`, from the text

@@ -533,6 +533,49 @@ fn a_path_edited_after_an_apply_was_cut_short_is_the_users() {
 }
 
 #[test]
+fn a_run_still_running_is_not_applied() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let slow = vec![
+        planner(json!([step("s1", &[])])),
+        worker_rule("s1", appends("by-s1", 30_000)),
+        approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": slow}));
+    let mut running = troupe()
+        .args(["run", "test goal", "--model", &model])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--isolation", "worktree", "--max-replans", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("s1's worker", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .is_some_and(|run| run.path().join("s1/worker-1/.subagent").is_dir())
+    });
+    let run_id = run_id_of(&run_dir(&sandbox));
+    let apply = crate::common::run(apply_command(&sandbox, &run_id, None));
+    running.kill().unwrap();
+    wait_exit(&mut running);
+    assert_eq!(apply.code, 1, "{}", apply.stderr);
+    assert!(
+        apply.stderr.contains(&format!(
+            "{run_id} is still being run (it is held by pid {})",
+            running.id()
+        )),
+        "{}",
+        apply.stderr
+    );
+    assert!(!run_dir(&sandbox).join("apply.json").exists());
+}
+
+#[test]
 fn one_writer_of_a_workspace_at_a_time() {
     let sandbox = Sandbox::new();
     let (dir, run_id) = landed_run(&sandbox);
@@ -549,7 +592,7 @@ fn one_writer_of_a_workspace_at_a_time() {
     wait_for("the first apply's journal", || {
         dir.join("apply.json").is_file()
     });
-    let holder = format!("pid {}", first.id());
+    let holder = format!("pid {}, run {run_id}", first.id());
     let second = crate::common::run(apply());
     assert_eq!(second.code, 1, "{}", second.stderr);
     assert!(

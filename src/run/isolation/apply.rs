@@ -102,6 +102,17 @@ pub async fn apply(
 ) -> Result<Applied, ApplyError> {
     let _writing = crate::fsutil::dir_lock::DirLock::take(workspace)
         .map_err(|e| ApplyError::Busy(crate::run::context::busy(workspace, &e)))?;
+    // The run held too: one still running (a resume) moves the branch.
+    let _run = crate::fsutil::dir_lock::DirLock::take(scratch).map_err(|e| match e {
+        crate::fsutil::dir_lock::LockError::Held { .. } => ApplyError::Busy(format!(
+            "{} is still being run ({e}); apply it when that ends",
+            scratch.display()
+        )),
+        crate::fsutil::dir_lock::LockError::Io(source) => ApplyError::Scratch {
+            path: scratch.to_path_buf(),
+            source,
+        },
+    })?;
     let git = Git::new(record.git_dir.clone());
     let here = Place::default();
     // Held: no other apply uses the scratch indexes.
