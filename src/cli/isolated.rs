@@ -74,6 +74,17 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
     let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
+    // Held while cleaning: a troupe still running the run works in them.
+    let _held = match crate::fsutil::dir_lock::DirLock::take(&dir) {
+        Ok(held) => held,
+        Err(e) => {
+            crate::tell!(
+                "troupe: not cleaned: run {} is still being run ({e}); clean it when that ends",
+                record.run_id
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let removed = crate::run::isolation::clean(&dir)?;
     // The attempts whose change never landed: what they wrote into the
     // repository is nothing's but theirs.

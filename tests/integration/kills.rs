@@ -533,7 +533,7 @@ fn a_path_edited_after_an_apply_was_cut_short_is_the_users() {
 }
 
 #[test]
-fn a_run_still_running_is_not_applied() {
+fn a_run_still_running_is_neither_applied_nor_cleaned() {
     let sandbox = Sandbox::new();
     with_log(&sandbox);
     let slow = vec![
@@ -561,6 +561,11 @@ fn a_run_still_running_is_not_applied() {
     });
     let run_id = run_id_of(&run_dir(&sandbox));
     let apply = crate::common::run(apply_command(&sandbox, &run_id, None));
+    let mut clean = troupe();
+    clean
+        .args(["clean", &run_id, "--workspace"])
+        .arg(sandbox.ws());
+    let clean = crate::common::run(clean);
     running.kill().unwrap();
     wait_exit(&mut running);
     assert_eq!(apply.code, 1, "{}", apply.stderr);
@@ -573,6 +578,18 @@ fn a_run_still_running_is_not_applied() {
         apply.stderr
     );
     assert!(!run_dir(&sandbox).join("apply.json").exists());
+    assert_eq!(clean.code, 1, "{}", clean.stderr);
+    assert!(
+        clean
+            .stderr
+            .contains(&format!("not cleaned: run {run_id} is still being run")),
+        "{}",
+        clean.stderr
+    );
+    assert!(
+        run_dir(&sandbox).join("s1/checkout-1").is_dir(),
+        "the running attempt's checkout stays"
+    );
 }
 
 #[test]
