@@ -757,3 +757,120 @@ fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
         outcomes.join("\n---\n")
     );
 }
+
+/// The state of `paths` in the workspace: each one's content, or `None`
+/// when it is not there.
+fn contents(sandbox: &Sandbox, paths: &[String]) -> Vec<(String, Option<Vec<u8>>)> {
+    paths
+        .iter()
+        .map(|p| (p.clone(), std::fs::read(sandbox.ws().join(p)).ok()))
+        .collect()
+}
+
+#[test]
+fn applies_killed_at_random_moments_end_as_one_clean_apply() {
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    for i in 0..40 {
+        std::fs::write(sandbox.ws().join(format!("old{i}.txt")), "old").unwrap();
+    }
+    git(&sandbox.ws(), &["add", "."]);
+    git(&sandbox.ws(), &["commit", "-q", "-m", "old files"]);
+    // 400 new files of 8 KiB, 40 removed, one changed: an apply long
+    // enough to be cut anywhere.
+    let command = "for i in $(seq 400); do head -c 8192 /dev/zero | tr '\\0' x > new$i.txt; done; rm old*.txt; printf 'changed|' > log.txt";
+    let rules = vec![
+        planner(json!([step("s1", &[])])),
+        worker_rule(
+            "s1",
+            vec![
+                json!({"tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}),
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "many files"}}]}),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let run_id = run_id_of(&team.dir);
+    let changed: Vec<String> = git(
+        &sandbox.ws(),
+        &[
+            "diff",
+            "--name-only",
+            &format!("troupe/{run_id}~1"),
+            &format!("troupe/{run_id}"),
+        ],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect();
+    assert_eq!(changed.len(), 441, "{changed:?}");
+    let expected: Vec<(String, Option<Vec<u8>>)> = changed
+        .iter()
+        .map(|p| {
+            let out = Command::new("git")
+                .args(["show", &format!("troupe/{run_id}:{p}")])
+                .current_dir(sandbox.ws())
+                .output()
+                .unwrap();
+            (p.clone(), out.status.success().then_some(out.stdout))
+        })
+        .collect();
+    let head = git(&sandbox.ws(), &["rev-parse", "HEAD"]);
+
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut cut_short = 0;
+    for round in 0..6 {
+        // The workspace as before any apply.
+        git(&sandbox.ws(), &["checkout", "-q", "HEAD", "--", "."]);
+        for i in 1..=400 {
+            let _ = std::fs::remove_file(sandbox.ws().join(format!("new{i}.txt")));
+        }
+        let mut cuts = Vec::new();
+        for _ in 0..2 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let after = seed % 100;
+            let mut apply = apply_command(&sandbox, &run_id, None);
+            std::os::unix::process::CommandExt::process_group(&mut apply, 0);
+            let mut apply = apply
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(after));
+            // The whole group, git's children with troupe.
+            let pgid = nix::unistd::Pid::from_raw(-(apply.id() as i32));
+            let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+            let status = apply.wait().unwrap();
+            assert!(
+                status.success() || status.code().is_none(),
+                "round {round}: an apply is cut short or done, never refused: {status:?}"
+            );
+            cut_short += usize::from(status.code().is_none());
+            cuts.push(format!("{after} ms: {status:?}"));
+        }
+        let last = crate::common::run(apply_command(&sandbox, &run_id, None));
+        assert_eq!(
+            last.code, 0,
+            "round {round}, after {cuts:?}: {}",
+            last.stderr
+        );
+        assert!(
+            contents(&sandbox, &changed) == expected,
+            "round {round}, after {cuts:?}: the workspace is not the run's result"
+        );
+        assert!(!team.dir.join("apply.json").exists());
+        let left: Vec<String> = std::fs::read_dir(&team.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("apply"))
+            .collect();
+        assert!(left.is_empty(), "troupe's scratch left: {left:?}");
+    }
+    assert!(cut_short > 0, "no apply was cut short");
+    assert_eq!(git(&sandbox.ws(), &["rev-parse", "HEAD"]), head);
+}
