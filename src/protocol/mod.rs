@@ -25,7 +25,8 @@ pub use messages::{
     PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,
 };
 pub use sandbox::{
-    LimitKind, LimitsReport, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings,
+    LimitKind, LimitsReport, OverlayLayers, ReadScope, SandboxLevel, SandboxMode, SandboxReport,
+    SandboxSettings, UpperLayer,
 };
 pub use status::AgentStatus;
 pub use task::{AgentLimits, LISTED_FILES, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};

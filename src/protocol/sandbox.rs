@@ -83,6 +83,29 @@ pub struct SandboxSettings {
     /// its commands do not get.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_only_env: Vec<String>,
+    /// The layers of a copy-on-write checkout mounted at the workspace, in
+    /// the agent's mount namespace only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<OverlayLayers>,
+}
+
+/// An overlay at an agent's workspace: read-only trees, and the attempt's
+/// own layer on top that takes every write. Without `upper` the view is
+/// read-only (a reviewer's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayLayers {
+    /// The read-only layers, topmost first.
+    pub lower: Vec<std::path::PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper: Option<UpperLayer>,
+}
+
+/// The layer that takes an attempt's writes, and the overlay's own work
+/// directory beside it (on the same file system).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpperLayer {
+    pub dir: std::path::PathBuf,
+    pub work: std::path::PathBuf,
 }
 
 /// What was enforced, for the agent's stats and the run's summary.
@@ -108,6 +131,10 @@ pub struct SandboxReport {
     /// read-only to the agent and its commands.
     #[serde(default)]
     pub repository_read_only: bool,
+    /// Whether the workspace is a copy-on-write overlay (an isolated
+    /// attempt's checkout).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overlay: bool,
     /// The namespaces the agent is the sole user of: `user`, `mount`,
     /// `pid` (what it starts dies with it and sees no other process),
     /// `network` (its own loopback only), `ipc`.
@@ -182,6 +209,7 @@ impl SandboxReport {
             results_read_only: false,
             records_read_only: false,
             repository_read_only: false,
+            overlay: false,
             namespaces: Vec::new(),
             host_sockets_masked: false,
             seccomp: false,

@@ -51,6 +51,14 @@ pub(super) fn confine(
     };
     let layers = match namespaces::enter(privileged, settings.allow_network) {
         Ok(made) => in_namespaces(task, settings, made, idmap, group, missing)?,
+        Err(why) if settings.overlay.is_some() => {
+            if let Some(group) = &group {
+                group.remove();
+            }
+            return Err(SandboxError::Setup(format!(
+                "the workspace is a copy-on-write checkout, which needs a mount namespace: {why}"
+            )));
+        }
         Err(why) => {
             if let Some(group) = &group {
                 group.remove();
@@ -80,7 +88,8 @@ fn in_namespaces(
     group: Option<limits::Group>,
     mut missing: Vec<String>,
 ) -> Result<Layers, SandboxError> {
-    let view = view::build(task, settings, idmap.as_ref()).map_err(SandboxError::Setup)?;
+    let view =
+        view::build(task, settings, idmap.as_ref(), made.user).map_err(SandboxError::Setup)?;
     missing.extend(view.missing.iter().cloned());
     let dropped = idmap.filter(|_| view.remapped);
     let uid = dropped.as_ref().map(|_| idmap::UNPRIVILEGED);
@@ -190,6 +199,7 @@ fn confine_self(
             report.results_read_only = view.results_read_only;
             report.records_read_only = view.records_read_only;
             report.repository_read_only = view.repository_read_only;
+            report.overlay = view.overlay;
             report.host_sockets_masked = view.sockets_masked;
             view.journal.try_clone().map_err(|e| {
                 SandboxError::Setup(format!("cannot keep the agent's directory open: {e}"))

@@ -38,6 +38,7 @@ mod loopback;
 mod mounts;
 mod namespaces;
 mod narrow;
+mod overlay;
 mod privileges;
 mod probe;
 mod process_tree;
@@ -119,6 +120,11 @@ pub fn readable_paths(task: &TaskFile, settings: &SandboxSettings) -> Option<Vec
 /// gets a PID namespace, this returns in a new process, the agent, while
 /// the process that called it waits for the agent and exits as it did.
 pub fn enter(task: &TaskFile, settings: &SandboxSettings) -> Result<Confined, SandboxError> {
+    if settings.mode == SandboxMode::Off && settings.overlay.is_some() {
+        return Err(SandboxError::Setup(
+            "the workspace is a copy-on-write checkout, which needs the sandbox's mount namespace (--sandbox off asks for none)".to_string(),
+        ));
+    }
     if settings.mode == SandboxMode::Off {
         let mut report = SandboxReport::new(SandboxLevel::Off, None);
         report.note = "the sandbox is off (--sandbox off)".to_string();

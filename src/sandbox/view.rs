@@ -96,6 +96,7 @@ pub struct View {
     pub records_read_only: bool,
     pub repository_read_only: bool,
     pub sockets_masked: bool,
+    pub overlay: bool,
     /// What did not hold, in words.
     pub missing: Vec<String>,
 }
@@ -162,9 +163,18 @@ pub fn build(
     task: &TaskFile,
     settings: &SandboxSettings,
     idmap: Option<&IdMap>,
+    own_user: bool,
 ) -> Result<View, String> {
     mounts::make_private()?;
     let mut missing = Vec::new();
+    // On the layers as they are on the disk (the overlay writes its upper
+    // layer as troupe, whose id no map holds), before anything covers or
+    // freezes the directories they are in; the id maps then go over the
+    // overlay as over any directory of the agent's. A checkout that cannot
+    // be mounted is no workspace at all, so the agent does not start.
+    if let Some(layers) = &settings.overlay {
+        super::overlay::mount_at(layers, &task.workspace, own_user)?;
+    }
     let remapped = match idmap.map(|idmap| remap(task, idmap)) {
         Some(Err(why)) => {
             missing.push(format!("the agent keeps uid 0 ({why})"));
@@ -226,6 +236,7 @@ pub fn build(
         records_read_only,
         repository_read_only,
         sockets_masked,
+        overlay: settings.overlay.is_some(),
         missing,
     })
 }
