@@ -23,6 +23,17 @@ enum Hold {
 /// whose words hold `window`, sleeps before or after: the window stays
 /// open for a kill.
 fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
+    let wait = format!("case \"$*\" in *\"{window}\"*) sleep 60;; esac\n");
+    let (before, after) = match hold {
+        Hold::Before => (wait.as_str(), ""),
+        Hold::After => ("", wait.as_str()),
+    };
+    git_wrapped(sandbox, before, after)
+}
+
+/// A directory holding a `git` that runs the shell lines `before`, the
+/// real git, then `after`, and exits as the real one did.
+pub(crate) fn git_wrapped(sandbox: &Sandbox, before: &str, after: &str) -> PathBuf {
     let real = String::from_utf8(
         Command::new("sh")
             .args(["-c", "command -v git"])
@@ -33,11 +44,6 @@ fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
     .unwrap();
     let dir = sandbox.root().join("held-git");
     std::fs::create_dir_all(&dir).unwrap();
-    let wait = format!("case \"$*\" in *\"{window}\"*) sleep 60;; esac\n");
-    let (before, after) = match hold {
-        Hold::Before => (wait.as_str(), ""),
-        Hold::After => ("", wait.as_str()),
-    };
     let script = format!(
         "#!/bin/sh\n{before}{} \"$@\"\ncode=$?\n{after}exit $code\n",
         real.trim()
@@ -51,7 +57,7 @@ fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
 }
 
 /// PATH with `first` before it.
-fn path_before(first: &Path) -> String {
+pub(crate) fn path_before(first: &Path) -> String {
     format!(
         "{}:{}",
         first.display(),
