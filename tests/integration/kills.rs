@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::common::{Sandbox, read_json, troupe};
-use crate::faults::{team_run_resume, wait_exit, wait_for};
+use crate::faults::{team_run_resume, team_run_resume_with, wait_exit, wait_for};
 use crate::isolation::{git, repository};
 use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule};
 
@@ -66,7 +66,7 @@ pub(crate) fn path_before(first: &Path) -> String {
 }
 
 /// An isolated run of two steps writing `a.txt` and `b.txt`, run to its
-/// end; its directory and id.
+/// end with its result left on the branch; its directory and id.
 fn landed_run(sandbox: &Sandbox) -> (PathBuf, String) {
     with_log(sandbox);
     let rules = vec![
@@ -75,7 +75,7 @@ fn landed_run(sandbox: &Sandbox) -> (PathBuf, String) {
         worker_rule("b", crate::team::worker_writes("b", 0)),
         approving_reviewer(),
     ];
-    let team = crate::team::team_run(sandbox, rules, &["--isolation", "worktree"]);
+    let team = crate::team::team_run(sandbox, rules, &["--isolation", "worktree", "--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let run_id = run_id_of(&team.dir);
     (team.dir, run_id)
@@ -167,7 +167,7 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
     let status = before["steps"][0]["status"].as_str().unwrap().to_string();
     assert_ne!(status, "completed", "the kill came before the record");
 
-    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    let resumed = team_run_resume_with(&sandbox, rules, &run_id, &["--no-apply"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert!(
         resumed
@@ -309,7 +309,7 @@ fn a_run_killed_before_its_branch_was_made_resumes_isolated_and_keeps_its_mode()
         refused.stderr
     );
 
-    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    let resumed = team_run_resume_with(&sandbox, rules, &run_id, &["--no-apply"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert_eq!(
         on_branch(&sandbox, &run_id, "log.txt").unwrap(),
@@ -514,8 +514,11 @@ fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
         with_log(&sandbox);
         let head = git(&sandbox.ws(), &["rev-parse", "HEAD"]);
         let model = sandbox.script(json!({"rules": diamond()}));
+        // What is compared is the branch, and the workspace left as it
+        // was: the result stays on the branch (--no-apply).
         let mut troupe = troupe()
             .args(["run", "test goal", "--model", &model, "--max-replans", "0"])
+            .arg("--no-apply")
             .arg("--workspace")
             .arg(sandbox.ws())
             .stdin(Stdio::null())
@@ -535,7 +538,7 @@ fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
             continue;
         };
         let run_id = run_id_of(&dir);
-        let resumed = team_run_resume(&sandbox, diamond(), &run_id);
+        let resumed = team_run_resume_with(&sandbox, diamond(), &run_id, &["--no-apply"]);
         let tree = (resumed.code == 0).then(|| branch_tree(&sandbox, &run_id));
         let consistent = tree.as_deref() == Some(expected.as_str())
             && git(&sandbox.ws(), &["rev-parse", "HEAD"]) == head
