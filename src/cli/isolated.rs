@@ -1,6 +1,6 @@
 //! `troupe apply` and `troupe clean`: what is left to do with a run that
-//! kept its workers in checkouts (`--isolation worktree`), and the lines
-//! `troupe run` ends such a run with.
+//! kept its workers in checkouts (`--isolation worktree`), and the end of
+//! `troupe run` for such a run: its result applied, or where it is.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -142,11 +142,11 @@ async fn apply_into(
     Ok(())
 }
 
-/// The last lines of an isolated run: its result applied (`--apply`, when
-/// it completed), or where the result is and the command that applies
-/// it; and the checkouts kept. The exit code stays the run's, but a
-/// refused apply makes a completed run's 1.
-pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
+/// The last lines of an isolated run: its result applied (unless
+/// `--no-apply`, and only when it completed), or where the result is and
+/// the command that applies it; and the checkouts kept. The exit code
+/// stays the run's, but a refused apply makes a completed run's 1.
+pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8) -> u8 {
     let Ok(record) = load_run(run_dir) else {
         return exit_code;
     };
@@ -160,10 +160,14 @@ pub async fn after_run(run_dir: &Path, apply_asked: bool, exit_code: u8) -> u8 {
         record.run_id,
         workspace.display()
     );
-    match (apply_asked, record.status == RunStatus::Completed) {
+    match (apply_result, record.status == RunStatus::Completed) {
         (true, true) => {
             if let Err(e) = apply_into(&isolation, &workspace, run_dir).await {
                 crate::tell!("troupe: {e}");
+                crate::tell!(
+                    "troupe: the result stays on branch {}; apply it later with: {command}",
+                    isolation.branch
+                );
                 code = code.max(1);
             }
         }

@@ -117,8 +117,9 @@ enum Command {
     /// Print troupe's manual page (roff), or write a page per command.
     Man(about::ManArgs),
     /// Bring the result of a run made with --isolation worktree (its branch
-    /// troupe/<run_id>) into the workspace; refuses, changing nothing, when
-    /// a path the run changed was changed there since the run began.
+    /// troupe/<run_id>) into the workspace, as `troupe run` does at its end
+    /// unless --no-apply; refuses, changing nothing, when a path the run
+    /// changed was changed there since the run began.
     Apply(isolated::ApplyArgs),
     /// Remove the checkouts a run made with --isolation worktree kept for
     /// its failed steps; the branch stays.

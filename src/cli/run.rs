@@ -111,18 +111,28 @@ pub struct TeamArgs {
 
     /// How workers share the workspace. worktree: each step attempt works
     /// in a git checkout of its own, the reviewer reads its diff, and an
-    /// approved change is merged into the branch troupe/<run_id> (the
-    /// workspace is left as it is; --apply brings the result in). shared:
-    /// every worker writes the workspace itself. auto: worktree when more
-    /// than one step can run at once.
+    /// approved change is merged into the branch troupe/<run_id>, which is
+    /// brought into the workspace when the run completes (unless
+    /// --no-apply). shared: every worker writes the workspace itself.
+    /// auto: worktree when more than one step can run at once.
     #[arg(long, value_enum, value_name = "MODE", default_value_t = IsolationMode::Auto)]
     pub isolation: IsolationMode,
 
-    /// With --isolation worktree: bring the run's result into the
-    /// workspace when it ends, refusing paths changed there meanwhile
-    /// (the same as `troupe apply RUN`).
-    #[arg(long)]
+    /// Bring a completed run's result into the workspace when it ends,
+    /// whatever the isolation (shared workers wrote it there already).
+    /// This is the default; the flag is kept for the scripts that pass
+    /// it. A path changed in the workspace since the run began is never
+    /// overwritten: then nothing is applied, the run exits 1 and names the
+    /// paths and the branch (the same as `troupe apply RUN`). A run that
+    /// did not complete is not applied.
+    #[arg(long, conflicts_with = "no_apply")]
     pub apply: bool,
+
+    /// Leave the workspace as it is: the result stays on the branch
+    /// troupe/<run_id> (kept either way), and the run's last line is the
+    /// `troupe apply` command that brings it in.
+    #[arg(long)]
+    pub no_apply: bool,
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
@@ -191,7 +201,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             other => anyhow::Error::from(other),
         })?;
     let code =
-        super::isolated::after_run(&outcome.run_dir, args.team.apply, outcome.exit_code).await;
+        super::isolated::after_run(&outcome.run_dir, !args.team.no_apply, outcome.exit_code).await;
     if let Some(command) = &args.on_finish {
         crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }

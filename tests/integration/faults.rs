@@ -153,12 +153,23 @@ pub(crate) fn team_run_resume(
     rules: Vec<Value>,
     run_id: &str,
 ) -> crate::common::Run {
+    team_run_resume_with(sandbox, rules, run_id, &[])
+}
+
+/// `troupe run --resume RUN` with `extra` arguments.
+pub(crate) fn team_run_resume_with(
+    sandbox: &Sandbox,
+    rules: Vec<Value>,
+    run_id: &str,
+    extra: &[&str],
+) -> crate::common::Run {
     let model = sandbox.script(json!({"rules": rules}));
     let mut command = troupe();
     command
         .args(["run", "--resume", run_id, "--model", &model])
         .arg("--workspace")
-        .arg(sandbox.ws());
+        .arg(sandbox.ws())
+        .args(extra);
     crate::common::run(command)
 }
 

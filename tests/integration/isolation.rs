@@ -1,6 +1,6 @@
 //! `--isolation worktree` with real git and the real binaries: each step
 //! attempt in a checkout of its own, merged on approval, conflicts sent
-//! back, the user's workspace untouched until `apply`.
+//! back, the user's workspace untouched until the result is applied.
 
 use std::path::Path;
 use std::process::Command;
@@ -32,7 +32,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// Nine numbered lines, `f.txt`'s first content.
-const NINE: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+pub const NINE: &str = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
 
 /// The sandbox's workspace as a git repository with one commit of `f.txt`.
 pub fn repository(sandbox: &Sandbox) {
@@ -46,7 +46,7 @@ pub fn repository(sandbox: &Sandbox) {
 
 /// A worker that writes `path` with `content` (after `delay_ms`), then
 /// finishes.
-fn writes(path: &str, content: &str, delay_ms: u64) -> Vec<Value> {
+pub fn writes(path: &str, content: &str, delay_ms: u64) -> Vec<Value> {
     vec![
         json!({"delay_ms": delay_ms, "tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": content}}]}),
         json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": format!("wrote {path}")}}]}),
@@ -99,7 +99,7 @@ fn parallel_changes_to_one_file_both_land() {
         worker_rule("b", writes("f.txt", &NINE.replace("eight", "EIGHT"), 300)),
         approving_reviewer(),
     ];
-    let team = isolated(&sandbox, rules, &[]);
+    let team = isolated(&sandbox, rules, &["--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let merged = on_branch(&team, "f.txt").unwrap();
     assert!(
@@ -109,7 +109,7 @@ fn parallel_changes_to_one_file_both_land() {
     assert_eq!(
         std::fs::read_to_string(sandbox.ws().join("f.txt")).unwrap(),
         NINE,
-        "the workspace stays as it was until apply"
+        "with --no-apply the workspace stays as it was"
     );
     for id in ["a", "b"] {
         let change = &attempt(&team, id, 0)["change"];
@@ -425,7 +425,7 @@ fn the_users_changes_survive_untouched_and_are_in_the_snapshot() {
         worker_rule("b", worker_writes("b", 0)),
         approving_reviewer(),
     ];
-    let team = isolated(&sandbox, rules, &[]);
+    let team = isolated(&sandbox, rules, &["--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let seen = on_branch(&team, "seen.txt").unwrap();
     for expected in ["ten (not committed)", "untracked", "staged"] {
@@ -499,7 +499,7 @@ fn a_workspace_that_is_not_a_repository_gets_a_private_one_and_apply_brings_the_
         worker_rule("b", writes("notes.txt", "mine\nand b's\n", 0)),
         approving_reviewer(),
     ];
-    let team = isolated(&sandbox, rules, &["--apply"]);
+    let team = isolated(&sandbox, rules, &[]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     assert!(
         !ws.join(".git").exists(),
@@ -530,7 +530,7 @@ fn apply_refuses_a_path_changed_meanwhile_and_changes_nothing() {
         worker_rule("b", worker_writes("b", 0)),
         approving_reviewer(),
     ];
-    let team = isolated(&sandbox, rules, &[]);
+    let team = isolated(&sandbox, rules, &["--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let ws = sandbox.ws();
     let mine = format!("{NINE}mine meanwhile\n");
@@ -591,6 +591,10 @@ fn an_interrupted_isolated_run_resumes_on_its_branch() {
     });
     signal(&run, "-INT");
     assert_eq!(wait_exit(&mut run), 130);
+    assert!(
+        !sandbox.ws().join("quick.txt").exists(),
+        "a run that did not complete is not applied"
+    );
     let dir = crate::team::run_dir(&sandbox);
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     let fast = vec![
@@ -614,6 +618,13 @@ fn an_interrupted_isolated_run_resumes_on_its_branch() {
     );
     let slow_change = &attempt(&team, "slow", 1)["change"];
     assert!(slow_change["merge"].is_string(), "{slow_change}");
+    for id in ["quick", "slow"] {
+        assert_eq!(
+            std::fs::read_to_string(sandbox.ws().join(format!("{id}.txt"))).unwrap(),
+            id,
+            "the resumed run applies its result at its end, as a fresh one does"
+        );
+    }
 }
 
 #[test]

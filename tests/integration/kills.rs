@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::common::{Sandbox, read_json, troupe};
-use crate::faults::{team_run_resume, wait_exit, wait_for};
+use crate::faults::{team_run_resume, team_run_resume_with, wait_exit, wait_for};
 use crate::isolation::{git, repository};
 use crate::team::{approving_reviewer, planner, run_dir, step, worker_rule};
 
@@ -23,6 +23,17 @@ enum Hold {
 /// whose words hold `window`, sleeps before or after: the window stays
 /// open for a kill.
 fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
+    let wait = format!("case \"$*\" in *\"{window}\"*) sleep 60;; esac\n");
+    let (before, after) = match hold {
+        Hold::Before => (wait.as_str(), ""),
+        Hold::After => ("", wait.as_str()),
+    };
+    git_wrapped(sandbox, before, after)
+}
+
+/// A directory holding a `git` that runs the shell lines `before`, the
+/// real git, then `after`, and exits as the real one did.
+pub(crate) fn git_wrapped(sandbox: &Sandbox, before: &str, after: &str) -> PathBuf {
     let real = String::from_utf8(
         Command::new("sh")
             .args(["-c", "command -v git"])
@@ -33,11 +44,6 @@ fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
     .unwrap();
     let dir = sandbox.root().join("held-git");
     std::fs::create_dir_all(&dir).unwrap();
-    let wait = format!("case \"$*\" in *\"{window}\"*) sleep 60;; esac\n");
-    let (before, after) = match hold {
-        Hold::Before => (wait.as_str(), ""),
-        Hold::After => ("", wait.as_str()),
-    };
     let script = format!(
         "#!/bin/sh\n{before}{} \"$@\"\ncode=$?\n{after}exit $code\n",
         real.trim()
@@ -51,7 +57,7 @@ fn git_holding(sandbox: &Sandbox, window: &str, hold: Hold) -> PathBuf {
 }
 
 /// PATH with `first` before it.
-fn path_before(first: &Path) -> String {
+pub(crate) fn path_before(first: &Path) -> String {
     format!(
         "{}:{}",
         first.display(),
@@ -60,7 +66,7 @@ fn path_before(first: &Path) -> String {
 }
 
 /// An isolated run of two steps writing `a.txt` and `b.txt`, run to its
-/// end; its directory and id.
+/// end with its result left on the branch; its directory and id.
 fn landed_run(sandbox: &Sandbox) -> (PathBuf, String) {
     with_log(sandbox);
     let rules = vec![
@@ -69,7 +75,7 @@ fn landed_run(sandbox: &Sandbox) -> (PathBuf, String) {
         worker_rule("b", crate::team::worker_writes("b", 0)),
         approving_reviewer(),
     ];
-    let team = crate::team::team_run(sandbox, rules, &["--isolation", "worktree"]);
+    let team = crate::team::team_run(sandbox, rules, &["--isolation", "worktree", "--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let run_id = run_id_of(&team.dir);
     (team.dir, run_id)
@@ -161,7 +167,7 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
     let status = before["steps"][0]["status"].as_str().unwrap().to_string();
     assert_ne!(status, "completed", "the kill came before the record");
 
-    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    let resumed = team_run_resume_with(&sandbox, rules, &run_id, &["--no-apply"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert!(
         resumed
@@ -385,7 +391,7 @@ fn a_run_killed_before_its_branch_was_made_resumes_isolated_and_keeps_its_mode()
         refused.stderr
     );
 
-    let resumed = team_run_resume(&sandbox, rules, &run_id);
+    let resumed = team_run_resume_with(&sandbox, rules, &run_id, &["--no-apply"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert_eq!(
         on_branch(&sandbox, &run_id, "log.txt").unwrap(),
@@ -701,8 +707,11 @@ fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
         with_log(&sandbox);
         let head = git(&sandbox.ws(), &["rev-parse", "HEAD"]);
         let model = sandbox.script(json!({"rules": diamond()}));
+        // What is compared is the branch, and the workspace left as it
+        // was: the result stays on the branch (--no-apply).
         let mut troupe = troupe()
             .args(["run", "test goal", "--model", &model, "--max-replans", "0"])
+            .arg("--no-apply")
             .arg("--workspace")
             .arg(sandbox.ws())
             .stdin(Stdio::null())
@@ -722,7 +731,7 @@ fn kills_at_random_moments_resume_to_the_uninterrupted_result() {
             continue;
         };
         let run_id = run_id_of(&dir);
-        let resumed = team_run_resume(&sandbox, diamond(), &run_id);
+        let resumed = team_run_resume_with(&sandbox, diamond(), &run_id, &["--no-apply"]);
         let tree = (resumed.code == 0).then(|| branch_tree(&sandbox, &run_id));
         let consistent = tree.as_deref() == Some(expected.as_str())
             && git(&sandbox.ws(), &["rev-parse", "HEAD"]) == head

@@ -18,6 +18,7 @@ mod http_client;
 mod inspect;
 mod isolation;
 mod kills;
+mod landing;
 mod launcher;
 mod mcp;
 mod newcomer;

@@ -269,8 +269,7 @@ fn the_readme_demo_leaves_the_whole_project_in_the_workspace() {
         .arg(format!(
             "scripted:{}",
             examples.join("script.json").display()
-        ))
-        .arg("--apply");
+        ));
     let out = run(command);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let project = sandbox.ws().join("demoapp");
