@@ -282,12 +282,17 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for("s2's worker", || {
+    wait_for("s2's worker, and s1's end in the journal", || {
         std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
             .ok()
             .and_then(|mut runs| runs.next())
             .and_then(Result::ok)
-            .is_some_and(|run| run.path().join("s2/worker-1/.subagent").is_dir())
+            .is_some_and(|run| {
+                let journal =
+                    std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default();
+                run.path().join("s2/worker-1/.subagent").is_dir()
+                    && journal.contains(r#""type":"step_completed","step":"s1""#)
+            })
     });
     troupe.kill().unwrap();
     wait_exit(&mut troupe);
@@ -799,7 +804,7 @@ fn applies_killed_at_random_moments_end_as_one_clean_apply() {
         ),
         approving_reviewer(),
     ];
-    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree"]);
+    let team = crate::team::team_run(&sandbox, rules, &["--isolation", "worktree", "--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let run_id = run_id_of(&team.dir);
     let changed: Vec<String> = git(
@@ -855,6 +860,10 @@ fn applies_killed_at_random_moments_end_as_one_clean_apply() {
             let pgid = nix::unistd::Pid::from_raw(-(apply.id() as i32));
             let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
             let status = apply.wait().unwrap();
+            // Its git children too, which die a moment after it.
+            wait_for("the apply's process group to end", || {
+                nix::sys::signal::kill(pgid, None).is_err()
+            });
             assert!(
                 status.success() || status.code().is_none(),
                 "round {round}: an apply is cut short or done, never refused: {status:?}"
