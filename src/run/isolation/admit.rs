@@ -136,7 +136,7 @@ fn leaves(link: &Path, target: &Path) -> bool {
 }
 
 /// At most `NAMED` sentences, and how many more there were.
-fn named(mut all: Vec<String>) -> Vec<String> {
+pub(super) fn named(mut all: Vec<String>) -> Vec<String> {
     if all.len() > NAMED {
         let more = all.len() - NAMED;
         all.truncate(NAMED);

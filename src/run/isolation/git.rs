@@ -17,6 +17,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::process::Spawn;
@@ -148,6 +149,26 @@ impl Git {
         }
     }
 
+    /// Runs `git args` with `input` on its stdin (else `/dev/null`), and
+    /// fails unless it exits 0; its stdout as it is: the paths `-z` output
+    /// names are bytes, not always UTF-8.
+    pub async fn run_bytes<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        input: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, GitError> {
+        let out = self.exec(place, args, None, input).await?;
+        match out.status.success() {
+            true => Ok(out.stdout),
+            false => {
+                let args: Vec<std::ffi::OsString> =
+                    args.iter().map(|a| a.as_ref().to_owned()).collect();
+                Err(failed(&args, &as_text(out)))
+            }
+        }
+    }
+
     /// Runs `git args` and returns what it said, whatever its exit.
     pub async fn output<S: AsRef<OsStr>>(
         &self,
@@ -163,6 +184,16 @@ impl Git {
         args: &[S],
         stdout: Option<std::fs::File>,
     ) -> Result<Output, GitError> {
+        Ok(as_text(self.exec(place, args, stdout, None).await?))
+    }
+
+    async fn exec<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        stdout: Option<std::fs::File>,
+        input: Option<Vec<u8>>,
+    ) -> Result<std::process::Output, GitError> {
         let mut command = command();
         command.env("GIT_DIR", &self.git_dir);
         let mut writes = self.writes.clone();
@@ -192,21 +223,27 @@ impl Git {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let out = bounded(command, stdout, self.stop.as_ref(), said).await?;
-        Ok(Output {
-            success: out.status.success(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
+        bounded(command, (stdout, input), self.stop.as_ref(), said).await
     }
 }
 
-/// `command`'s output, within the call limit and unless `stop` comes
-/// first; either way its process group is killed.
+/// What a call printed, as text.
+fn as_text(out: std::process::Output) -> Output {
+    Output {
+        success: out.status.success(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+    }
+}
+
+/// `command`'s output, with its stdout into a file or kept, and `input`
+/// written to its stdin while it runs (a git that answers as it reads
+/// would block on a full pipe otherwise), within the call limit and
+/// unless `stop` comes first; either way its process group is killed.
 async fn bounded(
     mut command: Command,
-    stdout: Option<std::fs::File>,
+    (stdout, input): (Option<std::fs::File>, Option<Vec<u8>>),
     stop: Option<&StopSignal>,
     said: impl Fn() -> String,
 ) -> Result<std::process::Output, GitError> {
@@ -214,12 +251,27 @@ async fn bounded(
         Some(file) => std::process::Stdio::from(file),
         None => std::process::Stdio::piped(),
     };
-    let child = command
+    if input.is_some() {
+        command.stdin(std::process::Stdio::piped());
+    }
+    let mut child = command
         .stdout(stdout)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Missing { source })?;
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+    let pipe = child.stdin.take();
+    let fed = async move {
+        if let (Some(mut pipe), Some(input)) = (pipe, input) {
+            // A git that stops reading has failed, and says why on its
+            // stderr; the pipe closes when dropped, which ends its input.
+            let _ = pipe.write_all(&input).await;
+        }
+    };
+    let finished = async {
+        let (out, ()) = tokio::join!(child.wait_with_output(), fed);
+        out
+    };
     let stopped = async {
         match stop {
             Some(stop) => stop.stopped().await,
@@ -227,7 +279,7 @@ async fn bounded(
         }
     };
     let ended = tokio::select! {
-        out = child.wait_with_output() => return out.map_err(|source| GitError::Missing { source }),
+        out = finished => return out.map_err(|source| GitError::Missing { source }),
         () = tokio::time::sleep(CALL_LIMIT) => GitError::TimedOut { args: said() },
         cause = stopped => GitError::Stopped { args: said(), cause },
     };

@@ -35,6 +35,7 @@ mod conflict;
 pub mod git;
 mod shared;
 mod stat;
+pub mod upper;
 mod workspaces;
 mod worktree;
 
