@@ -90,7 +90,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -100,6 +100,7 @@ fn main() {
         ("relay", relay),
         ("startup", startup),
         ("worktree", worktree_cost),
+        ("large-repository", large_repository),
         ("namespaces", namespace_set),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
@@ -141,7 +142,17 @@ impl Setup {
     }
 
     /// `troupe run --plan` on this setup; the wall time and the run record.
-    fn run(&self, extra: &[&str], mut sample: impl FnMut(u32)) -> (Duration, Value) {
+    fn run(&self, extra: &[&str], sample: impl FnMut(u32)) -> (Duration, Value) {
+        self.run_with(extra, &[], sample)
+    }
+
+    /// `run`, with these variables set for troupe.
+    fn run_with(
+        &self,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        mut sample: impl FnMut(u32),
+    ) -> (Duration, Value) {
         let started = Instant::now();
         let mut child = Command::new(TROUPE)
             .args(["run", "--plan"])
@@ -162,6 +173,7 @@ impl Setup {
                 "0",
             ])
             .args(extra)
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -495,9 +507,34 @@ fn fan_out_isolated(bench: &mut Bench) {
     );
 }
 
+/// A repository of `files` files in 100 directories, committed, at `ws`.
+fn repository_of(ws: &Path, files: usize) {
+    for i in 0..files {
+        let sub = ws.join(format!("d{}", i / 100));
+        std::fs::create_dir_all(&sub).expect("dir");
+        std::fs::write(sub.join(format!("f{i}.txt")), format!("file {i}\n")).expect("file");
+    }
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &["commit", "-q", "-m", "files"],
+    ] {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+            .args(args)
+            .current_dir(ws)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+}
+
 /// Scenario 8: what a step's checkout and landing cost on a repository of
 /// 1,000 and of 10,000 files, in-process, through the same calls a run
-/// makes.
+/// makes, with full checkouts and with copy-on-write ones (whose writes
+/// the benchmark puts in the upper layer, as the overlay would).
 fn worktree_cost(bench: &mut Bench) {
     let sizes: &[usize] = if bench.quick { &[200] } else { &[1000, 10_000] };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -505,36 +542,36 @@ fn worktree_cost(bench: &mut Bench) {
         .build()
         .expect("runtime");
     for &files in sizes {
+        for layered in [false, true] {
+            worktree_cost_of(bench, &runtime, files, layered);
+        }
+    }
+}
+
+fn worktree_cost_of(
+    bench: &mut Bench,
+    runtime: &tokio::runtime::Runtime,
+    files: usize,
+    layered: bool,
+) {
+    {
         let dir = tempfile::tempdir().expect("temp dir");
         let ws = dir.path().join("ws");
-        for i in 0..files {
-            let sub = ws.join(format!("d{}", i / 100));
-            std::fs::create_dir_all(&sub).expect("dir");
-            std::fs::write(sub.join(format!("f{i}.txt")), format!("file {i}\n")).expect("file");
-        }
-        let git = |args: &[&str]| {
-            let ok = Command::new("git")
-                .args(["-c", "user.name=b", "-c", "user.email=b@b"])
-                .args(args)
-                .current_dir(&ws)
-                .stdout(Stdio::null())
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-q", "-m", "files"]);
+        repository_of(&ws, files);
         let run_dir = ws.join("sub_agent_results").join("run_bench");
         std::fs::create_dir_all(&run_dir).expect("run dir");
         let ms = |since: Instant| since.elapsed().as_secs_f64() * 1000.0;
         let times = runtime.block_on(async {
             use troupe::run::isolation::Worktrees;
             let started = Instant::now();
+            use troupe::run::isolation::CheckoutKind;
             let bounds = troupe::run::isolation::Bounds {
                 stop: troupe::signal::StopSignal::default(),
                 max_file_size: None,
+                checkouts: match layered {
+                    true => CheckoutKind::Layered,
+                    false => CheckoutKind::Full("the benchmark's other mode".to_string()),
+                },
             };
             let record = Worktrees::prepare(&ws, &run_dir, "run_bench", &bounds)
                 .await
@@ -545,10 +582,19 @@ fn worktree_cost(bench: &mut Bench) {
             let snapshot = ms(started);
             let started = Instant::now();
             let first = trees.checkout("a", 1).await.expect("checkout");
-            let checkout = ms(started);
+            let first_checkout = ms(started);
+            let started = Instant::now();
             let second = trees.checkout("b", 1).await.expect("checkout");
-            std::fs::write(first.dir.join("d0/f0.txt"), "changed by a\n").expect("write");
-            std::fs::write(second.dir.join("d1/new.txt"), "new from b\n").expect("write");
+            let checkout = ms(started);
+            let written = |c: &troupe::run::isolation::Checkout| match &c.layers {
+                Some(layers) => layers.upper.clone(),
+                None => c.dir.clone(),
+            };
+            let (a, b) = (written(&first), written(&second));
+            std::fs::create_dir_all(a.join("d0")).expect("dir");
+            std::fs::create_dir_all(b.join("d1")).expect("dir");
+            std::fs::write(a.join("d0/f0.txt"), "changed by a\n").expect("write");
+            std::fs::write(b.join("d1/new.txt"), "new from b\n").expect("write");
             let started = Instant::now();
             let change_a = trees.change(&first, "a", 1).await.expect("change");
             let change = ms(started);
@@ -563,20 +609,109 @@ fn worktree_cost(bench: &mut Bench) {
             trees.discard(&first).await;
             let discard = ms(started);
             trees.discard(&second).await;
-            [snapshot, checkout, change, forward, merge, discard]
+            trees.finish().await;
+            [
+                snapshot,
+                first_checkout,
+                checkout,
+                change,
+                forward,
+                merge,
+                discard,
+            ]
         });
         const S: &str = "8. worktree cost";
         let names = [
             "snapshot (once per run)",
+            "first checkout of a head",
             "checkout",
-            "change (add, commit, diff)",
+            "change (commit, diff)",
             "land, fast-forward",
             "land, three-way merge",
             "remove the checkout",
         ];
+        let kind = match layered {
+            true => "copy-on-write",
+            false => "full",
+        };
+        let target = |name: &str| match (layered, name) {
+            (true, "checkout") => "< 5",
+            _ => "",
+        };
         for (name, value) in names.iter().zip(times) {
-            bench.record(S, &format!("{name}, {files} files"), "ms", "", value);
+            let metric = format!("{name}, {kind}, {files} files");
+            bench.record(S, &metric, "ms", target(name), value);
         }
+    }
+}
+
+/// Scenario 10: 20 independent steps (200 ms per model call, each writing
+/// one file) on a repository of 10,000 files, shared, isolated with
+/// copy-on-write checkouts, and isolated with full ones, in one run: the
+/// makespan and CPU of each, and the isolated ones over the shared one.
+fn large_repository(bench: &mut Bench) {
+    let (files, steps) = if bench.quick { (1000, 5) } else { (10_000, 20) };
+    let ids: Vec<String> = (0..steps).map(|i| format!("s{i}")).collect();
+    let plan = json!({"summary": "large repository", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, 200)).collect();
+    rules.push(reviewer());
+    let parallel = steps.to_string();
+    // Each mode: its name, and whether its checkouts are full ones.
+    let modes = [
+        ("shared", false),
+        ("copy-on-write", false),
+        ("full checkouts", true),
+    ];
+    let mut measured = Vec::new();
+    for (name, full) in modes {
+        let setup = Setup::new(&plan, rules.clone());
+        repository_of(&setup.ws(), files);
+        let mut args = vec!["--max-parallel", parallel.as_str()];
+        match name {
+            "shared" => args.extend(["--isolation", "shared"]),
+            _ => args.extend(["--isolation", "worktree", "--no-apply"]),
+        }
+        let env: &[(&str, &str)] = match full {
+            true => &[("TROUPE_CHECKOUTS", "full")],
+            false => &[],
+        };
+        let cpu_before = children_cpu();
+        let (wall, _) = setup.run_with(&args, env, |_| {});
+        let cpu = children_cpu() - cpu_before;
+        measured.push((
+            name,
+            wall.as_secs_f64() * 1000.0,
+            cpu.as_secs_f64() * 1000.0,
+        ));
+    }
+    const S: &str = "10. large repository";
+    for (name, wall, cpu) in &measured {
+        bench.record(
+            S,
+            &format!("makespan, {name}, {files} files"),
+            "ms",
+            "",
+            *wall,
+        );
+        bench.record(S, &format!("CPU, {name}, {files} files"), "ms", "", *cpu);
+    }
+    let (_, shared_wall, shared_cpu) = measured[0];
+    for (name, wall, cpu) in &measured[1..] {
+        let target = |t: &'static str| if *name == "copy-on-write" { t } else { "" };
+        bench.record(
+            S,
+            &format!("makespan {name} / shared"),
+            "x",
+            target("<= 1.15"),
+            wall / shared_wall,
+        );
+        bench.record(
+            S,
+            &format!("CPU {name} / shared"),
+            "x",
+            target("<= 3"),
+            cpu / shared_cpu,
+        );
     }
 }
 

@@ -10,6 +10,7 @@ use crate::prompts::{Prompt, render};
 use crate::protocol::VerdictReport;
 use crate::record::ChangeRecord;
 use crate::record::{AgentRecord, StepRecord};
+use crate::run::isolation::Carried;
 
 /// What a direct dependency delivered.
 pub struct Delivered<'a> {
@@ -17,15 +18,15 @@ pub struct Delivered<'a> {
     pub report: Option<&'a AgentRecord>,
 }
 
-/// `fresh`: the attempt starts from a checkout of its own, without the
-/// rejected attempt's changes (`--isolation worktree`).
+/// `carried`: what the attempt starts with of the rejected attempt
+/// before it.
 pub fn worker_brief(
     prompts_dir: Option<&Path>,
     goal: &str,
     step: &StepRecord,
     dependencies: &[Delivered<'_>],
     feedback: Option<&VerdictReport>,
-    fresh: bool,
+    carried: &Carried,
 ) -> std::io::Result<String> {
     let template = Prompt::Step.load(prompts_dir)?;
     let dependencies = if dependencies.is_empty() {
@@ -39,7 +40,7 @@ pub fn worker_brief(
     };
     let feedback = match feedback {
         None => "(none: this is the first attempt)".to_string(),
-        Some(verdict) => describe_feedback(verdict, fresh),
+        Some(verdict) => describe_feedback(verdict, carried),
     };
     Ok(render(
         &template,
@@ -167,12 +168,32 @@ fn describe_dependency(dep: &Delivered<'_>) -> String {
     text
 }
 
-fn describe_feedback(verdict: &VerdictReport, fresh: bool) -> String {
+/// The first of `paths`, and how many more.
+fn named_paths(paths: &[String]) -> String {
+    const NAMED: usize = 20;
+    let mut text = paths
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > NAMED {
+        text.push_str(&format!(" and {} more", paths.len() - NAMED));
+    }
+    text
+}
+
+fn describe_feedback(verdict: &VerdictReport, carried: &Carried) -> String {
     let mut text = String::from("The reviewer rejected your previous attempt.");
-    if fresh {
-        text.push_str(
+    match carried {
+        Carried::InPlace => {}
+        Carried::Kept(paths) => text.push_str(&format!(
+            " Its changes are in your workspace, on the project as it stands now ({}): fix what the review names rather than starting over.",
+            named_paths(paths)
+        )),
+        Carried::SetAside => text.push_str(
             " Its changes were set aside: you start again from the project as it stands now, so make every change of this step anew.",
-        );
+        ),
     }
     if !verdict.summary.trim().is_empty() {
         text.push_str(&format!("\nReview: {}", verdict.summary.trim()));

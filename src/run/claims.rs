@@ -15,17 +15,26 @@ pub struct Claimed<'a> {
     pub changing_calls: u32,
 }
 
-/// The claims against the disk, and against the attempt's diff when
-/// there is one (`changed`). A listed file counts as there only inside the
-/// workspace, whatever the worker wrote as its path.
-pub fn check(workspace: &Path, claimed: Claimed<'_>, changed: Option<&[String]>) -> Claims {
+/// Whether a listed file is in `workspace` on the disk; it counts as there
+/// only inside the workspace, whatever the worker wrote as its path.
+pub fn on_disk(workspace: &Path) -> impl Fn(&str) -> bool + '_ {
+    move |file| {
+        let path = crate::fsutil::normalize(&workspace.join(file));
+        path.starts_with(workspace) && path.symlink_metadata().is_ok()
+    }
+}
+
+/// The claims against what the attempt holds (`present`), and against
+/// its diff when there is one (`changed`).
+pub fn check(
+    present: &dyn Fn(&str) -> bool,
+    claimed: Claimed<'_>,
+    changed: Option<&[String]>,
+) -> Claims {
     let listed = claimed.files.to_vec();
     let missing: Vec<String> = listed
         .iter()
-        .filter(|file| {
-            let path = crate::fsutil::normalize(&workspace.join(file));
-            !(path.starts_with(workspace) && path.symlink_metadata().is_ok())
-        })
+        .filter(|file| !present(file))
         .cloned()
         .collect();
     let unchanged: Vec<String> = match changed {

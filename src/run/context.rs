@@ -61,6 +61,8 @@ pub struct RunContext {
     /// Where the attempts work apart, once the plan showed that is wanted
     /// (`--isolation`); unset, every worker shares the workspace.
     pub isolation: OnceLock<Arc<dyn Workspaces>>,
+    /// Which checkouts isolated attempts get.
+    pub checkouts: crate::run::isolation::Checkouts,
     /// The workspace, held while the run's workers write it (`shared`):
     /// no other such run, and no apply, writes it meanwhile.
     pub writing: OnceLock<crate::fsutil::dir_lock::DirLock>,

@@ -66,7 +66,7 @@ use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
 use crate::record::IsolationMode;
 use crate::record::{RunRecord, RunStatus, StepRecord, Totals};
-use crate::run::isolation::{Bounds, IsolationError, Worktrees};
+use crate::run::isolation::{Bounds, Checkouts, IsolationError, Worktrees};
 use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
@@ -173,16 +173,17 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     };
     let stop = StopSignal::default();
     let max_file_size = config.agents.limits.max_file_size;
-    let bounds = Bounds {
-        stop: stop.clone(),
-        max_file_size,
-    };
+    let checkouts = Checkouts::new(&config.agents);
     let isolation = match &record.isolation {
-        Some(isolation) => Some(
-            Worktrees::open(isolation.clone(), &config.workspace, &run_dir, bounds)
-                .await
-                .map(Arc::new)?,
-        ),
+        Some(isolation) => {
+            let bounds = Bounds {
+                stop: stop.clone(),
+                max_file_size,
+                checkouts: checkouts.kind().await,
+            };
+            let trees = Worktrees::open(isolation.clone(), &config.workspace, &run_dir, bounds);
+            Some(trees.await.map(Arc::new)?)
+        }
         None => None,
     };
     if let Opening::Resume { again } = &mut opening {
@@ -208,6 +209,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         stop,
         interrupts,
         isolation,
+        checkouts,
     };
     let runner = |agents: Agents| -> Box<dyn AgentRunner> {
         Box::new(ProcessRunner {
@@ -290,6 +292,9 @@ async fn conduct(
         // is recorded as interrupted by `finish`.
         _ = interrupts.killed() => {}
     }
+    if let Some(trees) = ctx.isolation.get() {
+        trees.finish().await;
+    }
     Ok(owner.finish())
 }
 
@@ -367,9 +372,11 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         return Ok(());
     }
     let run_id = owner.record().run_id.clone();
+    let checkouts = ctx.checkouts.kind().await;
     let bounds = Bounds {
         stop: ctx.stop.clone(),
         max_file_size: ctx.max_file_size,
+        checkouts: checkouts.clone(),
     };
     // Intent, act, record: the isolation is on disk before its branch is
     // made, and the branch before any step runs.
@@ -379,7 +386,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
             mode: IsolationMode::Worktree,
             branch: Some(record.branch.clone()),
             repository: Some(ctx.show(&record.git_dir)),
-            note: None,
+            note: Some(checkouts.note()),
         };
         let kept = record.clone();
         owner

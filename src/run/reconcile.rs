@@ -76,7 +76,8 @@ pub async fn reconcile(
 
 /// The highest attempt number any of the step's directories or files
 /// carry: `worker-N`, `review-N`, `review-N-2`, `checkout-N`,
-/// `checkout-N.git`, `change-N.diff`, `landing-N.json`.
+/// `checkout-N.git`, `upper-N`, `work-N`, `change-N.diff`,
+/// `landing-N.json`.
 fn highest_attempt_on_disk(step_dir: &Path) -> u32 {
     let Ok(entries) = std::fs::read_dir(step_dir) else {
         return 0;
@@ -89,9 +90,17 @@ fn highest_attempt_on_disk(step_dir: &Path) -> u32 {
 }
 
 fn attempt_of(name: &str) -> Option<u32> {
-    let rest = ["worker-", "review-", "checkout-", "change-", "landing-"]
-        .iter()
-        .find_map(|prefix| name.strip_prefix(prefix))?;
+    let rest = [
+        "worker-",
+        "review-",
+        "checkout-",
+        "upper-",
+        "work-",
+        "change-",
+        "landing-",
+    ]
+    .iter()
+    .find_map(|prefix| name.strip_prefix(prefix))?;
     let digits: &str = rest.split(['-', '.']).next()?;
     digits.parse().ok().filter(|n| *n > 0)
 }
@@ -111,6 +120,8 @@ mod tests {
         assert_eq!(attempt_of("checkout-4.git"), Some(4));
         assert_eq!(attempt_of("change-5.diff"), Some(5));
         assert_eq!(attempt_of("landing-6.json"), Some(6));
+        assert_eq!(attempt_of("upper-7"), Some(7));
+        assert_eq!(attempt_of("work-8"), Some(8));
         assert_eq!(attempt_of("planted"), None);
         assert_eq!(attempt_of("worker-x"), None);
         assert_eq!(attempt_of("worker-0"), None);

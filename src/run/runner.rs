@@ -40,6 +40,9 @@ pub struct CheckoutView {
     /// What it reads beyond the checkout: the git directories, so that git
     /// works in it, and for a reviewer the attempt's whole diff.
     pub read: Vec<PathBuf>,
+    /// The layers the agent's sandbox mounts there, for a copy-on-write
+    /// checkout.
+    pub overlay: Option<crate::protocol::OverlayLayers>,
 }
 
 pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<AgentRecord, SpawnError>> + 'a>>;
@@ -116,6 +119,7 @@ impl ProcessRunner {
             let configs = checkout.read.iter().map(|dir| dir.join("config"));
             task.sandbox.hidden.extend(configs);
             task.sandbox.allow_read.extend(checkout.read);
+            task.sandbox.overlay = checkout.overlay;
         }
         crate::supervisor::spawn::guard(&mut task);
         SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)

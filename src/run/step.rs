@@ -20,7 +20,7 @@ use super::runner::{AgentRequest, CheckoutView};
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 use crate::record::{AgentRecord, StepRecord};
 use crate::record::{ChangeRecord, Claims};
-use crate::run::isolation::{AttemptSpace, IsolationError, Landing};
+use crate::run::isolation::{AttemptSpace, Carried, IsolationError, Landing};
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::SpawnError;
 use crate::text::excerpt;
@@ -240,7 +240,8 @@ impl Step<'_> {
             .workspaces()
             .attempt(&self.start.step.id, attempt)
             .await?;
-        let worker = match self.worker(attempt, feedback, space.view()).await {
+        let carried = space.carried();
+        let worker = match self.worker(attempt, feedback, space.view(), &carried).await {
             Ok(worker) => worker,
             Err(e) => return Ok(Tried::Done(StepEnd::Failed(e.into()))),
         };
@@ -267,7 +268,9 @@ impl Step<'_> {
         };
         let workspace = space.view().map_or(self.ctx.workspace.clone(), |v| v.dir);
         let changed = change.as_ref().map(|c| c.files.as_slice());
-        let claims = claims::check(&workspace, claimed, changed);
+        let on_disk = claims::on_disk(&workspace);
+        let present = |file: &str| space.holds(file).unwrap_or_else(|| on_disk(file));
+        let claims = claims::check(&present, claimed, changed);
         self.send(StepEvent::ClaimsChecked {
             attempt,
             claims: claims.clone(),
@@ -357,6 +360,7 @@ impl Step<'_> {
         attempt: u32,
         feedback: Option<&VerdictReport>,
         checkout: Option<CheckoutView>,
+        carried: &Carried,
     ) -> Result<AgentRecord, StartError> {
         let dependencies: Vec<Delivered<'_>> = self
             .start
@@ -373,7 +377,7 @@ impl Step<'_> {
             &self.start.step,
             &dependencies,
             feedback,
-            self.ctx.workspaces().isolated(),
+            carried,
         )
         .map_err(StartError::Brief)?;
         let dir = self.dir(&format!("worker-{attempt}"));

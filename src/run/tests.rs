@@ -332,6 +332,7 @@ async fn run_prepared(
         stop,
         interrupts: Interrupts::new(),
         isolation: None,
+        checkouts: crate::run::isolation::Checkouts::full("in-process tests run no sandbox"),
     };
     let code = wiring::run(wiring, models, runner, opening).await.unwrap();
     let record = crate::fsutil::read_json(&run_dir.join("run.json"), "run.json").unwrap();

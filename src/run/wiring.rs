@@ -40,6 +40,8 @@ pub(super) struct Wiring {
     pub stop: StopSignal,
     /// Where the second Ctrl-C comes from.
     pub interrupts: Interrupts,
+    /// Which checkouts the run's attempts get, once it isolates them.
+    pub checkouts: crate::run::isolation::Checkouts,
     /// A resumed run's checkouts.
     pub isolation: Option<Arc<Worktrees>>,
 }
@@ -74,6 +76,7 @@ pub(super) async fn run(
         stop,
         interrupts,
         isolation,
+        checkouts,
     } = wiring;
     let budget = Budget::new(team.max_agents, team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
@@ -106,6 +109,7 @@ pub(super) async fn run(
         max_file_size,
         isolation: OnceLock::new(),
         writing: OnceLock::new(),
+        checkouts,
     };
     if let Some(trees) = isolation {
         let _ = ctx.isolation.set(trees);

@@ -50,6 +50,14 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 pub use self::limits::{await_bounds, remove_leftover as remove_leftover_group};
+pub use self::namespaces::privileged;
+
+/// The host uid and gid root's agents run as when troupe is root, which
+/// owns the files of their copy-on-write checkouts: an overlay cannot be
+/// id-mapped, so the agent works on files that are its own on the disk.
+pub fn agent_owner() -> Option<u32> {
+    (privileged() && nix::unistd::geteuid().is_root()).then_some(idmap::UNPRIVILEGED)
+}
 pub use self::narrow::Narrow;
 pub use self::privileges::{Inherited, make_undumpable, shut_inherited};
 pub use self::probe::probe;

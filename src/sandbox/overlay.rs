@@ -13,39 +13,69 @@
 //! of its own (an ordinary user's agent) the overlay keeps its markers in
 //! `user.` attributes (`userxattr`).
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::mount::{MsFlags, mount};
 
+use super::mounts;
 use crate::protocol::OverlayLayers;
 
-/// Mounts `layers` at `at`; `own_user` when the caller is in a user
-/// namespace of its own.
-pub fn mount_at(layers: &OverlayLayers, at: &Path, own_user: bool) -> Result<(), String> {
+/// The layers' directories, held open from before the agent's id maps
+/// go over the directories they are in: the overlay is made on the
+/// layers as they are on the disk (the kernel writes its upper layer as
+/// the mounter, root, whose id no map holds), reached through these.
+pub struct Held {
+    lower: Vec<OwnedFd>,
+    upper: Option<(OwnedFd, OwnedFd)>,
+}
+
+impl Held {
+    pub fn open(layers: &OverlayLayers) -> Result<Held, String> {
+        let lower = layers
+            .lower
+            .iter()
+            .map(|dir| mounts::open_path(dir))
+            .collect::<Result<_, _>>()?;
+        let upper = match &layers.upper {
+            Some(upper) => Some((
+                mounts::open_path(&upper.dir)?,
+                mounts::open_path(&upper.work)?,
+            )),
+            None => None,
+        };
+        Ok(Held { lower, upper })
+    }
+
+    /// Mounts the held layers at `at`; `own_user` when the caller is in a
+    /// user namespace of its own.
+    pub fn mount_at(&self, at: &Path, own_user: bool) -> Result<(), String> {
+        let named = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let lower: Vec<String> = self.lower.iter().map(named).collect();
+        let mut options = format!("lowerdir={}", lower.join(":"));
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        match &self.upper {
+            Some((dir, work)) => {
+                options.push_str(&format!(",upperdir={},workdir={}", named(dir), named(work)));
+            }
+            None => flags |= MsFlags::MS_RDONLY,
+        }
+        mount_with(at, flags, options, own_user)
+    }
+}
+
+fn mount_with(
+    at: &Path,
+    flags: MsFlags,
+    mut options: String,
+    own_user: bool,
+) -> Result<(), String> {
     let fail = |why: String| {
         format!(
             "cannot mount the attempt's copy-on-write checkout at {}: {why}",
             at.display()
         )
     };
-    let lower: Vec<String> = layers
-        .lower
-        .iter()
-        .map(|dir| option_path(dir))
-        .collect::<Result<_, _>>()
-        .map_err(fail)?;
-    let mut options = format!("lowerdir={}", lower.join(":"));
-    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    match &layers.upper {
-        Some(upper) => {
-            options.push_str(&format!(
-                ",upperdir={},workdir={}",
-                option_path(&upper.dir).map_err(fail)?,
-                option_path(&upper.work).map_err(fail)?
-            ));
-        }
-        None => flags |= MsFlags::MS_RDONLY,
-    }
     options.push_str(",redirect_dir=nofollow,metacopy=off,index=off,xino=off");
     if own_user {
         options.push_str(",userxattr");
@@ -58,19 +88,4 @@ pub fn mount_at(layers: &OverlayLayers, at: &Path, own_user: bool) -> Result<(),
         Some(options.as_str()),
     )
     .map_err(|e| fail(e.to_string()))
-}
-
-/// `dir` as an overlay option takes it: the characters that separate
-/// options and layers are refused (troupe names these directories itself;
-/// only a workspace's own path could hold them).
-fn option_path(dir: &Path) -> Result<String, String> {
-    let text = dir
-        .to_str()
-        .ok_or_else(|| format!("{} is not UTF-8", dir.display()))?;
-    match text.contains([',', ':', '\\']) {
-        true => Err(format!(
-            "{text} holds a ',', ':' or '\\', which an overlay's options cannot name"
-        )),
-        false => Ok(text.to_string()),
-    }
 }

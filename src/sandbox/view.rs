@@ -167,14 +167,15 @@ pub fn build(
 ) -> Result<View, String> {
     mounts::make_private()?;
     let mut missing = Vec::new();
-    // On the layers as they are on the disk (the overlay writes its upper
-    // layer as troupe, whose id no map holds), before anything covers or
-    // freezes the directories they are in; the id maps then go over the
-    // overlay as over any directory of the agent's. A checkout that cannot
-    // be mounted is no workspace at all, so the agent does not start.
-    if let Some(layers) = &settings.overlay {
-        super::overlay::mount_at(layers, &task.workspace, own_user)?;
-    }
+    // The layers are opened before the id maps go over the directories
+    // they are in, and mounted after (an overlay cannot be id-mapped
+    // itself: troupe gives root's agent its layers' files), before anything
+    // covers or freezes them. A checkout that cannot be mounted is no
+    // workspace at all, so the agent does not start.
+    let layers = match &settings.overlay {
+        Some(layers) => Some(super::overlay::Held::open(layers)?),
+        None => None,
+    };
     let remapped = match idmap.map(|idmap| remap(task, idmap)) {
         Some(Err(why)) => {
             missing.push(format!("the agent keeps uid 0 ({why})"));
@@ -183,6 +184,9 @@ pub fn build(
         Some(Ok(())) => true,
         None => false,
     };
+    if let Some(layers) = &layers {
+        layers.mount_at(&task.workspace, own_user)?;
+    }
     // Opened before any mount covers it or makes it read-only: the
     // agent's own writes go through this descriptor's mount.
     let journal = crate::fsutil::nofollow::open_dir(&task.subagent_dir())

@@ -457,14 +457,15 @@ fn the_users_changes_survive_untouched_and_are_in_the_snapshot() {
     assert_eq!(parent, head_before, "the snapshot is a child of HEAD");
 }
 
-#[test]
-fn a_rejected_attempts_changes_are_gone_from_the_retry() {
+/// A step whose first attempt is rejected: the retry starts with what it
+/// wrote, rebased on the head (which `b` moved meanwhile), and fixes it.
+fn a_rejected_attempt_is_carried_into_the_retry(checkouts: &str) {
     let sandbox = Sandbox::new();
     repository(&sandbox);
     let rules = vec![
         planner(json!([step("a", &[]), step("b", &[])])),
-        json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("junk.txt", "half done", 0)}),
-        json!({"role": "worker", "step": "a", "attempt": 2, "reply": runs("test -e junk.txt && echo dirty > state.txt || echo clean > state.txt", 0)}),
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": runs("printf 'half done' > junk.txt && rm f.txt", 0)}),
+        json!({"role": "worker", "step": "a", "attempt": 2, "reply": runs("cat junk.txt > state.txt; test -e f.txt || printf ', f gone' >> state.txt; printf done > junk.txt", 0)}),
         json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [
             {"tool_calls": [{"name": "run_command", "arguments": {"command": "cat ../change-1.diff"}}]},
             verdict(json!(false), "junk")
@@ -472,10 +473,33 @@ fn a_rejected_attempts_changes_are_gone_from_the_retry() {
         worker_rule("b", worker_writes("b", 0)),
         approving_reviewer(),
     ];
-    let team = isolated(&sandbox, rules, &[]);
+    let model = sandbox.script(json!({"rules": rules}));
+    let mut command = troupe();
+    command
+        .args(["run", "test goal", "--model", &model, "--workspace"])
+        .arg(sandbox.ws())
+        .args([
+            "--isolation",
+            "worktree",
+            "--max-replans",
+            "0",
+            "--no-apply",
+        ])
+        .env("TROUPE_CHECKOUTS", checkouts);
+    let team = crate::team::finish_team_run(&sandbox, command);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
-    assert_eq!(on_branch(&team, "state.txt").unwrap(), "clean\n");
-    assert_eq!(on_branch(&team, "junk.txt"), None);
+    if checkouts == "auto" && crate::overlay::overlays_work() {
+        let isolation = &team.events_of("isolation")[0];
+        assert_eq!(isolation["note"], "copy-on-write checkouts", "{isolation}");
+    }
+    assert_eq!(on_branch(&team, "state.txt").unwrap(), "half done, f gone");
+    assert_eq!(on_branch(&team, "junk.txt").unwrap(), "done");
+    assert_eq!(
+        on_branch(&team, "f.txt"),
+        None,
+        "the deletion was carried too"
+    );
+    assert!(on_branch(&team, "b.txt").is_some());
     assert!(
         !team.dir.join("a/checkout-1").exists(),
         "the rejected checkout is gone"
@@ -485,6 +509,24 @@ fn a_rejected_attempts_changes_are_gone_from_the_retry() {
         diff.contains("junk.txt"),
         "the rejected diff is kept: {diff}"
     );
+    let task = read_json(&team.dir.join("a/worker-2/.subagent/task.json"));
+    let brief = task.to_string();
+    assert!(
+        brief.contains(
+            "Its changes are in your workspace, on the project as it stands now (f.txt, junk.txt)"
+        ),
+        "{brief}"
+    );
+}
+
+#[test]
+fn a_rejected_attempt_is_carried_into_the_retry_on_its_own_layer() {
+    a_rejected_attempt_is_carried_into_the_retry("auto");
+}
+
+#[test]
+fn a_rejected_attempt_is_carried_into_the_retry_in_a_full_checkout() {
+    a_rejected_attempt_is_carried_into_the_retry("full");
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod landing;
 mod launcher;
 mod mcp;
 mod newcomer;
+mod overlay;
 mod real_endpoint;
 mod real_models;
 mod report_page;

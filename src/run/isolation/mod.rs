@@ -31,8 +31,11 @@
 
 mod admit;
 pub mod apply;
+mod carry;
+mod checkouts;
 mod conflict;
 pub mod git;
+mod layered;
 mod shared;
 mod stat;
 pub mod upper;
@@ -43,10 +46,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use self::checkouts::{CHECKOUTS_ENV, CheckoutKind, Checkouts};
 pub use self::conflict::Conflict;
 use self::git::{Git, GitError, Place};
 pub use self::shared::Shared;
-pub use self::workspaces::{AttemptSpace, Workspaces};
+pub use self::workspaces::{AttemptSpace, Carried, Workspaces};
 use crate::fsutil::{Durability, nofollow};
 use crate::protocol::RESULTS_DIR;
 use crate::record::{ChangeRecord, IsolationRecord};
@@ -92,6 +96,8 @@ pub struct Bounds {
     pub stop: StopSignal,
     /// The largest file a change may hold (`--max-file-size`).
     pub max_file_size: Option<u64>,
+    /// The kind of checkout attempts get.
+    pub checkouts: CheckoutKind,
 }
 
 /// One attempt's checkout.
@@ -104,6 +110,10 @@ pub struct Checkout {
     base_tree: String,
     /// Its own git directory (`HEAD`, index, `commondir`), beside it.
     git: Git,
+    /// Its layers, when it is a copy-on-write checkout.
+    pub layers: Option<layered::Layers>,
+    /// The paths of the step's rejected attempt it starts with.
+    pub carried: Option<Vec<String>>,
 }
 
 /// A move of the integration branch troupe is about to make
@@ -144,6 +154,12 @@ pub struct Worktrees {
     readable: Vec<PathBuf>,
     /// The largest file a change may hold (`--max-file-size`).
     max_file_size: Option<u64>,
+    /// The read-only trees copy-on-write checkouts are made on; `None`
+    /// where attempts get full checkouts.
+    bases: Option<layered::Bases>,
+    /// Each step's last rejected change (its commit), for its next
+    /// attempt to continue on.
+    rejected: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// The integration branch's head as troupe last wrote it, and its
     /// tree; held while landing, so the head read and the head written are
     /// the same one's. troupe alone moves the branch during a run (a move
@@ -253,6 +269,9 @@ impl Worktrees {
             common,
             readable,
             max_file_size: bounds.max_file_size,
+            bases: (bounds.checkouts == CheckoutKind::Layered)
+                .then(|| layered::Bases::new(run_dir)),
+            rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
             head: tokio::sync::Mutex::new(head),
         })
     }
@@ -263,7 +282,8 @@ impl Worktrees {
 
     /// A checkout of the integration head for `attempt` of `step`, in
     /// `<run>/<step>/checkout-<attempt>`, with its git directory beside it
-    /// (`checkout-<attempt>.git`).
+    /// (`checkout-<attempt>.git`): copy-on-write, its layers beside it
+    /// too (`upper-<attempt>`, `work-<attempt>`), or written whole.
     pub async fn checkout(&self, step: &str, attempt: u32) -> Result<Checkout, IsolationError> {
         let step_dir = self.run_dir.join(step);
         let dir = step_dir.join(format!("checkout-{attempt}"));
@@ -275,21 +295,67 @@ impl Worktrees {
             base.clone(),
             self.common.clone(),
         );
-        off_runtime(move || make_checkout_dirs(&step_dir, made)).await?;
-        let checkout = Checkout {
+        let made_in = step_dir.clone();
+        off_runtime(move || make_checkout_dirs(&made_in, made)).await?;
+        let mut checkout = Checkout {
             dir,
             base,
             base_tree: tree,
             git: self.git.linked(git_dir, &self.common),
+            layers: None,
+            carried: None,
         };
-        let place = Place {
-            work_tree: Some(&checkout.dir),
-            index: None,
+        let rejected = self
+            .rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(step);
+        let rebased = match &rejected {
+            Some(commit) => carry::rebase(&self.git, &checkout.base, commit).await?,
+            None => None,
         };
-        checkout
-            .git
-            .run(&place, ["read-tree", "--reset", "-u", "HEAD"])
-            .await?;
+        match &self.bases {
+            Some(bases) => {
+                let layers = layered::Layers {
+                    markers: bases.markers,
+                    base: bases.take(&self.git, &checkout.base).await?,
+                    upper: step_dir.join(format!("upper-{attempt}")),
+                    work: step_dir.join(format!("work-{attempt}")),
+                };
+                let index = (
+                    bases.index(&checkout.base),
+                    checkout.git.git_dir.join("index"),
+                );
+                let dirs = [layers.upper.clone(), layers.work.clone()];
+                off_runtime(move || {
+                    for dir in &dirs {
+                        nofollow::create_new_dir(dir).map_err(io(dir))?;
+                    }
+                    std::fs::copy(&index.0, &index.1).map_err(io(&index.1))?;
+                    Ok(())
+                })
+                .await?;
+                if let Some(rebased) = &rebased {
+                    let scratch = step_dir.join(format!("carry-{attempt}.index"));
+                    carry::seed(&self.git, rebased, &layers.upper, &scratch).await?;
+                }
+                let upper = layers.upper.clone();
+                off_runtime(move || layered::give_to_agents(&upper)).await?;
+                checkout.layers = Some(layers);
+            }
+            None => {
+                let place = Place {
+                    work_tree: Some(&checkout.dir),
+                    index: None,
+                };
+                let start = rebased.as_ref().map_or("HEAD", |r| r.tree.as_str());
+                checkout
+                    .git
+                    .run(&place, ["read-tree", "--reset", "-u", start])
+                    .await?;
+            }
+        }
+        checkout.carried = rebased.map(|r| r.paths);
         self.relink(&checkout).await?;
         Ok(checkout)
     }
@@ -301,7 +367,11 @@ impl Worktrees {
     /// read-only to a worker where the sandbox has a mount namespace).
     /// troupe itself never reads this file back.
     pub async fn relink(&self, checkout: &Checkout) -> Result<(), IsolationError> {
-        let pointer = checkout.dir.join(".git");
+        let top = match &checkout.layers {
+            Some(layers) => &layers.upper,
+            None => &checkout.dir,
+        };
+        let pointer = top.join(".git");
         let text = format!("gitdir: {}\n", checkout.git.git_dir.display());
         off_runtime(move || {
             crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
@@ -328,13 +398,26 @@ impl Worktrees {
             work_tree: Some(&checkout.dir),
             index: None,
         };
-        change.refused =
-            admit::unfit_files(&checkout.git, &checkout.dir, self.max_file_size).await?;
+        let tree = match &checkout.layers {
+            Some(layers) => {
+                let built = self.layer_tree(checkout, layers, step, attempt).await?;
+                change.refused = built.refused;
+                built.tree.unwrap_or_default()
+            }
+            None => {
+                change.refused =
+                    admit::unfit_files(&checkout.git, &checkout.dir, self.max_file_size).await?;
+                if change.refused.is_empty() {
+                    checkout.git.run(&place, ["add", "-A"]).await?;
+                    checkout.git.run(&place, ["write-tree"]).await?
+                } else {
+                    String::new()
+                }
+            }
+        };
         if !change.refused.is_empty() {
             return Ok(change);
         }
-        checkout.git.run(&place, ["add", "-A"]).await?;
-        let tree = checkout.git.run(&place, ["write-tree"]).await?;
         let tree = tree.trim();
         let here = Place::default();
         if checkout.base_tree == tree {
@@ -547,12 +630,114 @@ impl Worktrees {
     /// fatal.
     pub async fn discard(&self, checkout: &Checkout) {
         let dirs = [checkout.dir.clone(), checkout.git.git_dir.clone()];
-        let removed = tokio::task::spawn_blocking(move || remove_all(&dirs)).await;
+        let layers = checkout.layers.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            if let Some(layers) = &layers {
+                layered::remove_layers(&layers.upper, &layers.work)?;
+            }
+            remove_all(&dirs)
+        })
+        .await;
         if let Ok(Err(e)) | Err(e) = removed.map_err(std::io::Error::other) {
             crate::tell!(
                 "troupe: cannot remove the checkout {}: {e}",
                 checkout.dir.display()
             );
+        }
+        self.release_base(checkout).await;
+    }
+
+    /// `step`'s attempt was rejected with its change committed as
+    /// `commit`: the step's next attempt starts with it.
+    pub fn set_aside(&self, step: &str, commit: &str) {
+        self.rejected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(step.to_string(), commit.to_string());
+    }
+
+    /// The checkout no longer needs its base.
+    async fn release_base(&self, checkout: &Checkout) {
+        if let Some(bases) = &self.bases {
+            let head = self.head.lock().await.commit.clone();
+            bases.release(&checkout.base, &head).await;
+            bases.sweep(&head).await;
+        }
+    }
+
+    /// A failed attempt's copy-on-write checkout, written out whole for a
+    /// look (its upper layer read into a tree, checked out into
+    /// `checkout-N`), as a full checkout is kept; its layers go. One whose
+    /// upper layer holds what troupe does not read keeps that layer
+    /// instead, and says so.
+    pub async fn keep(
+        &self,
+        checkout: &Checkout,
+        step: &str,
+        attempt: u32,
+    ) -> Result<(), IsolationError> {
+        let Some(layers) = &checkout.layers else {
+            return self.relink(checkout).await;
+        };
+        let built = self.layer_tree(checkout, layers, step, attempt).await?;
+        let Some(tree) = built.tree.filter(|_| built.refused.is_empty()) else {
+            crate::tell!(
+                "troupe: {step}'s attempt {attempt} is kept as its layer {}: {}",
+                layers.upper.display(),
+                built.refused.join("; ")
+            );
+            self.release_base(checkout).await;
+            return Ok(());
+        };
+        let own_index = checkout.git.git_dir.join("index");
+        let _ = std::fs::remove_file(&own_index);
+        let place = Place {
+            work_tree: Some(&checkout.dir),
+            index: None,
+        };
+        checkout
+            .git
+            .run(&place, ["read-tree", "--reset", "-u", tree.trim()])
+            .await?;
+        let full = Checkout {
+            layers: None,
+            ..checkout.clone()
+        };
+        self.relink(&full).await?;
+        let (upper, work) = (layers.upper.clone(), layers.work.clone());
+        off_runtime(move || layered::remove_layers(&upper, &work).map_err(io(&work))).await?;
+        self.release_base(checkout).await;
+        Ok(())
+    }
+
+    /// The tree of a copy-on-write checkout: its base's with its upper
+    /// layer laid over it.
+    async fn layer_tree(
+        &self,
+        checkout: &Checkout,
+        layers: &layered::Layers,
+        step: &str,
+        attempt: u32,
+    ) -> Result<upper::UpperTree, IsolationError> {
+        let index = self
+            .run_dir
+            .join(step)
+            .join(format!("change-{attempt}.index"));
+        upper::tree_from_upper(
+            &self.git,
+            &checkout.base_tree,
+            &layers.upper,
+            layers.markers,
+            &index,
+            self.max_file_size,
+        )
+        .await
+    }
+
+    /// The run is over: the bases go.
+    pub async fn finish(&self) {
+        if let Some(bases) = &self.bases {
+            bases.remove_all().await;
         }
     }
 
@@ -613,7 +798,15 @@ pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut git_dir = checkout.clone().into_os_string();
         git_dir.push(".git");
         remove_all(&[checkout.clone(), PathBuf::from(git_dir)])?;
+        // A copy-on-write checkout's layers, kept where troupe could not
+        // write the attempt out (or a troupe killed left them).
+        let name = checkout.file_name().unwrap_or_default().to_string_lossy();
+        if let Some(attempt) = name.strip_prefix("checkout-") {
+            let beside = |kind: &str| checkout.with_file_name(format!("{kind}-{attempt}"));
+            layered::remove_layers(&beside("upper"), &beside("work"))?;
+        }
     }
+    remove_all(&[run_dir.join("bases")])?;
     Ok(kept)
 }
 

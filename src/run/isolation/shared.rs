@@ -12,10 +12,6 @@ use crate::run::runner::CheckoutView;
 pub struct Shared;
 
 impl Workspaces for Shared {
-    fn isolated(&self) -> bool {
-        false
-    }
-
     fn attempt<'a>(
         &'a self,
         _step: &'a str,

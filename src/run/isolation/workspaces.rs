@@ -13,9 +13,10 @@ use crate::run::runner::CheckoutView;
 
 /// Where a run's attempts work.
 pub trait Workspaces {
-    /// Whether an attempt works apart from the workspace, so that its
-    /// brief can say its changes land only once approved.
-    fn isolated(&self) -> bool;
+    /// The run is over: what its attempts shared goes.
+    fn finish(&self) -> LocalBoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 
     /// The workspace of attempt `attempt` of step `step`, made now.
     fn attempt<'a>(
@@ -38,6 +39,13 @@ pub trait AttemptSpace {
     /// changes are made in place and there is nothing to record.
     fn change(&mut self) -> LocalBoxFuture<'_, Result<Option<ChangeRecord>, IsolationError>>;
 
+    /// Whether the attempt holds a path (relative to its workspace), where
+    /// that is not what the disk says there: a copy-on-write checkout,
+    /// whose files are in its layers. `None`: look at the disk.
+    fn holds(&self, _file: &str) -> Option<bool> {
+        None
+    }
+
     /// The reviewer's view, with the recorded change to read.
     fn review_view(&self) -> Option<CheckoutView>;
 
@@ -47,7 +55,27 @@ pub trait AttemptSpace {
     /// down with the landing for a resume to find.
     fn land(&self, approved: bool) -> LocalBoxFuture<'_, Result<Landing, IsolationError>>;
 
-    /// The attempt was rejected: its workspace goes, so that the retry
-    /// starts clean.
+    /// What the attempt starts with of the step's rejected attempt before
+    /// it, for its brief.
+    fn carried(&self) -> Carried {
+        Carried::InPlace
+    }
+
+    /// The attempt was rejected: its workspace goes, and what it changed
+    /// is carried into the step's next attempt where that can be done.
     fn discard(&self) -> LocalBoxFuture<'_, ()>;
+}
+
+/// What an attempt after a rejection starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carried {
+    /// The rejected attempt's changes are still where it made them (the
+    /// shared workspace).
+    InPlace,
+    /// Brought into this attempt's checkout, rebased on the head it starts
+    /// from: these paths.
+    Kept(Vec<String>),
+    /// Not brought in (a merge conflict, a refused change, or nothing to
+    /// carry): the attempt starts from the head.
+    SetAside,
 }

@@ -5,14 +5,14 @@
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 
-use super::workspaces::{AttemptSpace, Workspaces};
+use super::workspaces::{AttemptSpace, Carried, Workspaces};
 use super::{Checkout, IsolationError, Landing, Worktrees};
 use crate::record::ChangeRecord;
 use crate::run::runner::CheckoutView;
 
 impl Workspaces for Worktrees {
-    fn isolated(&self) -> bool {
-        true
+    fn finish(&self) -> LocalBoxFuture<'_, ()> {
+        Worktrees::finish(self).boxed_local()
     }
 
     fn attempt<'a>(
@@ -48,11 +48,14 @@ impl AttemptSpace for InCheckout<'_> {
         Some(CheckoutView {
             dir: self.checkout.dir.clone(),
             read: self.trees.readable_for(&self.checkout),
+            overlay: self.checkout.layers.as_ref().map(|l| l.for_worker()),
         })
     }
 
     fn keep(&self) -> LocalBoxFuture<'_, Result<(), IsolationError>> {
-        self.trees.relink(&self.checkout).boxed_local()
+        self.trees
+            .keep(&self.checkout, self.step, self.attempt)
+            .boxed_local()
     }
 
     fn change(&mut self) -> LocalBoxFuture<'_, Result<Option<ChangeRecord>, IsolationError>> {
@@ -67,8 +70,13 @@ impl AttemptSpace for InCheckout<'_> {
         .boxed_local()
     }
 
+    fn holds(&self, file: &str) -> Option<bool> {
+        Some(self.checkout.layers.as_ref()?.holds(file))
+    }
+
     fn review_view(&self) -> Option<CheckoutView> {
         let mut view = self.view()?;
+        view.overlay = self.checkout.layers.as_ref().map(|l| l.for_reviewer());
         if self.change.is_some() {
             view.read
                 .push(self.trees.diff_path(self.step, self.attempt));
@@ -93,7 +101,20 @@ impl AttemptSpace for InCheckout<'_> {
         .boxed_local()
     }
 
+    fn carried(&self) -> Carried {
+        match &self.checkout.carried {
+            Some(paths) => Carried::Kept(paths.clone()),
+            None => Carried::SetAside,
+        }
+    }
+
     fn discard(&self) -> LocalBoxFuture<'_, ()> {
-        self.trees.discard(&self.checkout).boxed_local()
+        async move {
+            if let Some(commit) = self.change.as_ref().and_then(|c| c.commit.as_deref()) {
+                self.trees.set_aside(self.step, commit);
+            }
+            self.trees.discard(&self.checkout).await;
+        }
+        .boxed_local()
     }
 }

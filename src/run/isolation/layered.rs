@@ -1,0 +1,260 @@
+//! The copy-on-write side of `Worktrees`: one read-only tree per head an
+//! attempt starts from (`<run>/bases/<commit>/`, written once by git and
+//! shared by every attempt made from that head), and each attempt's own
+//! layer beside its checkout (`upper-N/`, with the overlay's `work-N/`).
+//! The agent's sandbox mounts them at `checkout-N/`, which on the host
+//! stays an empty directory; what the attempt changed is its upper layer.
+//!
+//! A base goes when no attempt uses it and the branch has moved on from
+//! it, and the last one when the run ends.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+
+use super::git::{Git, Place};
+use super::upper::Markers;
+use super::{IsolationError, io, off_runtime};
+use crate::protocol::{OverlayLayers, UpperLayer};
+
+/// One attempt's layers.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    /// The read-only tree of the attempt's base.
+    pub base: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// Where the overlay keeps its markers.
+    pub markers: Markers,
+}
+
+impl Layers {
+    /// The worker's overlay: its writes go to its upper layer.
+    pub fn for_worker(&self) -> OverlayLayers {
+        OverlayLayers {
+            lower: vec![self.base.clone()],
+            upper: Some(UpperLayer {
+                dir: self.upper.clone(),
+                work: self.work.clone(),
+            }),
+        }
+    }
+
+    /// Whether the merged view holds `file` (relative to the checkout, not
+    /// leaving it): in the upper layer unless a whiteout, else in the base
+    /// unless the upper layer deleted it or something above it.
+    pub fn holds(&self, file: &str) -> bool {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let relative = crate::fsutil::normalize(Path::new(file));
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return false;
+        }
+        let whiteout =
+            |meta: &std::fs::Metadata| meta.file_type().is_char_device() && meta.rdev() == 0;
+        if let Ok(meta) = self.upper.join(&relative).symlink_metadata() {
+            return !whiteout(&meta);
+        }
+        let hidden = relative.ancestors().skip(1).any(|above| {
+            !above.as_os_str().is_empty()
+                && self
+                    .upper
+                    .join(above)
+                    .symlink_metadata()
+                    .is_ok_and(|meta| !meta.is_dir())
+        });
+        !hidden && self.base.join(&relative).symlink_metadata().is_ok()
+    }
+
+    /// The reviewer's: the same files, none of them writable by anyone.
+    pub fn for_reviewer(&self) -> OverlayLayers {
+        OverlayLayers {
+            lower: vec![self.upper.clone(), self.base.clone()],
+            upper: None,
+        }
+    }
+}
+
+/// The run's bases.
+#[derive(Debug)]
+pub struct Bases {
+    /// Where the agents' overlays keep their markers: troupe as root
+    /// mounts them as root, an ordinary user in a user namespace.
+    pub markers: Markers,
+    dir: PathBuf,
+    made: Mutex<HashMap<String, Arc<OnceCell<PathBuf>>>>,
+    users: Mutex<HashMap<String, usize>>,
+}
+
+impl Bases {
+    pub fn new(run_dir: &Path) -> Bases {
+        Bases {
+            markers: match crate::sandbox::privileged() {
+                true => Markers::Trusted,
+                false => Markers::User,
+            },
+            dir: run_dir.join("bases"),
+            made: Mutex::new(HashMap::new()),
+            users: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The index git wrote with the base of `commit` (its files' stat
+    /// data), which each attempt's git directory starts from, so that a
+    /// `git status` in the checkout compares rather than hashes.
+    pub fn index(&self, commit: &str) -> PathBuf {
+        self.dir.join(format!("{commit}.index"))
+    }
+
+    /// The base of `commit`, written now if no attempt made it yet; the
+    /// caller uses it until `release`.
+    pub async fn take(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
+        let cell = {
+            let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(made.entry(commit.to_string()).or_default())
+        };
+        let dir = cell
+            .get_or_try_init(|| self.write(git, commit))
+            .await?
+            .clone();
+        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+        *users.entry(commit.to_string()).or_default() += 1;
+        Ok(dir)
+    }
+
+    async fn write(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
+        let dir = self.dir.join(commit);
+        let index = self.index(commit);
+        let (parent, made) = (self.dir.clone(), dir.clone());
+        off_runtime(move || {
+            crate::fsutil::nofollow::create_dir_all(&parent).map_err(io(&parent))?;
+            // What a troupe killed while writing it left: the run's own.
+            match std::fs::remove_dir_all(&made) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&made)(e)),
+                _ => crate::fsutil::nofollow::create_new_dir(&made).map_err(io(&made)),
+            }
+        })
+        .await?;
+        let _ = std::fs::remove_file(&index);
+        let place = Place {
+            work_tree: Some(&dir),
+            index: Some(&index),
+        };
+        git.run(&place, ["read-tree", "--reset", "-u", commit])
+            .await?;
+        let owned = dir.clone();
+        off_runtime(move || give_to_agents(&owned)).await?;
+        Ok(dir)
+    }
+
+    /// An attempt no longer uses the base of `commit`; it goes when none
+    /// does and `head` is another commit.
+    pub async fn release(&self, commit: &str, head: &str) {
+        let unused = {
+            let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+            let left = users.get_mut(commit).map(|n| {
+                *n = n.saturating_sub(1);
+                *n
+            });
+            left == Some(0) && commit != head
+        };
+        if unused {
+            self.remove(commit).await;
+        }
+    }
+
+    /// Removes the bases no attempt uses that are not `head`'s: the
+    /// branch moved on from them.
+    pub async fn sweep(&self, head: &str) {
+        let unused: Vec<String> = {
+            let users = self.users.lock().unwrap_or_else(|e| e.into_inner());
+            users
+                .iter()
+                .filter(|(commit, n)| **n == 0 && commit.as_str() != head)
+                .map(|(commit, _)| commit.clone())
+                .collect()
+        };
+        for commit in unused {
+            self.remove(&commit).await;
+        }
+    }
+
+    /// Removes every base: the run is over.
+    pub async fn remove_all(&self) {
+        let commits: Vec<String> = {
+            let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+            made.keys().cloned().collect()
+        };
+        for commit in commits {
+            self.remove(&commit).await;
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+
+    async fn remove(&self, commit: &str) {
+        self.made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(commit);
+        self.users
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(commit);
+        let dirs = [self.dir.join(commit), self.index(commit)];
+        let removed = tokio::task::spawn_blocking(move || {
+            let _ = std::fs::remove_file(&dirs[1]);
+            match std::fs::remove_dir_all(&dirs[0]) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        })
+        .await;
+        if let Ok(Err(e)) = removed {
+            crate::tell!(
+                "troupe: cannot remove the checkouts' base {}: {e}",
+                self.dir.join(commit).display()
+            );
+        }
+    }
+}
+
+/// Makes `dir` and everything in it the agents' own where troupe runs as
+/// root (see `sandbox::agent_owner`); elsewhere they are the user's, as
+/// the agents are.
+pub fn give_to_agents(dir: &Path) -> Result<(), IsolationError> {
+    let Some(owner) = crate::sandbox::agent_owner() else {
+        return Ok(());
+    };
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.map_err(|e| io(dir)(e.into()))?;
+        std::os::unix::fs::lchown(entry.path(), Some(owner), Some(owner))
+            .map_err(io(entry.path()))?;
+    }
+    Ok(())
+}
+
+/// Removes an attempt's layers. The overlay's work directory holds a
+/// directory only the kernel opens (mode 0), which is opened up first.
+pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(entries) = std::fs::read_dir(work) {
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
+            }
+        }
+    }
+    for dir in [upper, work] {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
