@@ -373,9 +373,16 @@ impl Worktrees {
         };
         let pointer = top.join(".git");
         let text = format!("gitdir: {}\n", checkout.git.git_dir.display());
+        // A layer is not id-mapped: its link is the agent's own, like the
+        // rest of it.
+        let layered = checkout.layers.is_some();
         off_runtime(move || {
             crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
-                .map_err(io(&pointer))
+                .map_err(io(&pointer))?;
+            match layered {
+                true => layered::give_to_agents(&pointer),
+                false => Ok(()),
+            }
         })
         .await
     }
