@@ -108,9 +108,10 @@ fn run_command(sandbox: &Sandbox, hold: bool, full: bool) -> Command {
         .arg("--workspace")
         .arg(sandbox.ws())
         .args(["--json", "--max-replans", "0"]);
-    if full {
-        command.env("TROUPE_CHECKOUTS", "full");
-    }
+    match full {
+        true => command.env("TROUPE_CHECKOUTS", "full"),
+        false => command.env_remove("TROUPE_CHECKOUTS"),
+    };
     command
 }
 
