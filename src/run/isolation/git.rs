@@ -169,6 +169,17 @@ impl Git {
         }
     }
 
+    /// `run_bytes` whatever its exit: its exit code and its stdout.
+    pub async fn output_bytes<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        input: Option<Vec<u8>>,
+    ) -> Result<(Option<i32>, Vec<u8>), GitError> {
+        let out = self.exec(place, args, None, input).await?;
+        Ok((out.status.code(), out.stdout))
+    }
+
     /// Runs `git args` and returns what it said, whatever its exit.
     pub async fn output<S: AsRef<OsStr>>(
         &self,

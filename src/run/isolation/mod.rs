@@ -331,7 +331,12 @@ impl Worktrees {
                     for dir in &dirs {
                         nofollow::create_new_dir(dir).map_err(io(dir))?;
                     }
-                    std::fs::copy(&index.0, &index.1).map_err(io(&index.1))?;
+                    // Linked, not copied (a repository's index is most of a
+                    // megabyte per 10,000 files): git replaces an index it
+                    // changes, so the base's own is never written through it.
+                    if std::fs::hard_link(&index.0, &index.1).is_err() {
+                        std::fs::copy(&index.0, &index.1).map_err(io(&index.1))?;
+                    }
                     Ok(())
                 })
                 .await?;
@@ -737,6 +742,7 @@ impl Worktrees {
             layers.markers,
             &index,
             self.max_file_size,
+            &layers.base,
         )
         .await
     }

@@ -63,7 +63,10 @@ pub struct UpperTree {
 /// scratch index troupe owns (a link's target is kept beside it, in
 /// `<index>.links`, while git hashes it); both are removed afterwards.
 /// The upper directory must be still: read while a worker writes to it,
-/// the tree may hold half of a change.
+/// the tree may hold half of a change. A path the base does not have that
+/// the ignore rules in `rules` (the base's tree on disk) match is left
+/// out, as `add -A` leaves it out of a full checkout's change: a build's
+/// output is not a change.
 pub async fn tree_from_upper(
     git: &Git,
     base_tree: &str,
@@ -71,6 +74,7 @@ pub async fn tree_from_upper(
     markers: Markers,
     index: &Path,
     max_file_size: Option<u64>,
+    rules: &Path,
 ) -> Result<UpperTree, IsolationError> {
     let owned = upper.to_path_buf();
     let layer = off_runtime(move || read_layer(&owned, markers, max_file_size)).await?;
@@ -83,7 +87,7 @@ pub async fn tree_from_upper(
     let scratch = Scratch::beside(index);
     let cleared = scratch.clone();
     off_runtime(move || cleared.clear()).await?;
-    let built = build(git, base_tree, layer, &scratch).await;
+    let built = build(git, base_tree, layer, &scratch, rules).await;
     let cleared = scratch.clone();
     let removed = off_runtime(move || cleared.clear()).await;
     let tree = built?;
@@ -168,18 +172,10 @@ impl Scratch {
 async fn build(
     git: &Git,
     base_tree: &str,
-    layer: Layer,
+    mut layer: Layer,
     scratch: &Scratch,
+    rules: &Path,
 ) -> Result<String, IsolationError> {
-    let (layer, sources) = {
-        let links = scratch.links.clone();
-        off_runtime(move || {
-            let sources = sources(&layer.blobs, &links)?;
-            Ok((layer, sources))
-        })
-        .await?
-    };
-    let ids = hash(git, &sources).await?;
     let here = Place::default();
     let base = git
         .run_bytes(
@@ -195,6 +191,17 @@ async fn build(
             None,
         )
         .await?;
+    let ignored = ignored_new(git, &layer, &base, rules).await?;
+    layer.blobs.retain(|blob| !ignored.contains(&blob.path));
+    let (layer, sources) = {
+        let links = scratch.links.clone();
+        off_runtime(move || {
+            let sources = sources(&layer.blobs, &links)?;
+            Ok((layer, sources))
+        })
+        .await?
+    };
+    let ids = hash(git, &sources).await?;
     let info = index_info(&layer, &ids, &base, &"0".repeat(base_tree.len()));
     let place = Place {
         work_tree: None,
@@ -204,6 +211,49 @@ async fn build(
     git.run_bytes(&place, &["update-index", "-z", "--index-info"], Some(info))
         .await?;
     Ok(git.run(&place, ["write-tree"]).await?.trim().to_string())
+}
+
+/// The new paths of `layer` (those `base`, NUL-separated, does not hold)
+/// that the ignore rules of the tree at `rules` match.
+async fn ignored_new(
+    git: &Git,
+    layer: &Layer,
+    base: &[u8],
+    rules: &Path,
+) -> Result<HashSet<Vec<u8>>, IsolationError> {
+    let known: HashSet<&[u8]> = base.split(|b| *b == 0).collect();
+    let mut input = Vec::new();
+    for blob in layer
+        .blobs
+        .iter()
+        .filter(|b| !known.contains(b.path.as_slice()))
+    {
+        input.extend_from_slice(&blob.path);
+        input.push(0);
+    }
+    if input.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let place = Place {
+        work_tree: Some(rules),
+        index: None,
+    };
+    let args = ["check-ignore", "--no-index", "--stdin", "-z"];
+    let (code, out) = git.output_bytes(&place, &args, Some(input)).await?;
+    // Exit 1: none of them is ignored.
+    if !matches!(code, Some(0 | 1)) {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            status: format!("{code:?}"),
+            stderr: String::new(),
+        }
+        .into());
+    }
+    Ok(out
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect())
 }
 
 /// Where git reads each blob's bytes: a file itself, or for a link a file

@@ -51,6 +51,11 @@ impl Repo {
         write(&base.join("tree/x"), "x\n");
         write(&base.join("tree/sub/y"), "y\n");
         symlink("src/lib.rs", base.join("link")).expect("a link");
+        write(&base.join(".gitignore"), "build-out/\n*.tmp\n");
+        write(
+            &base.join("kept.tmp"),
+            "tracked, though the rules match it\n",
+        );
         let mut repo = Repo {
             dir,
             git_dir,
@@ -112,9 +117,17 @@ impl Repo {
 
     async fn tree_of(&self, upper: &Path, markers: Markers, max: Option<u64>) -> UpperTree {
         let index = self.dir.path().join("upper.index");
-        let made = tree_from_upper(&self.git(), &self.base_tree, upper, markers, &index, max)
-            .await
-            .expect("a tree from the upper directory");
+        let made = tree_from_upper(
+            &self.git(),
+            &self.base_tree,
+            upper,
+            markers,
+            &index,
+            max,
+            &self.base,
+        )
+        .await
+        .expect("a tree from the upper directory");
         assert!(!index.exists(), "the scratch index is left behind");
         made
     }
@@ -211,6 +224,19 @@ async fn new_and_changed_files_modes_and_links_merge_with_the_base() {
         }
         repo.check(&upper, &full, Markers::User).await;
     }
+}
+
+#[tokio::test]
+async fn new_paths_the_ignore_rules_match_stay_out_as_add_a_leaves_them() {
+    let repo = Repo::new(false).await;
+    let (upper, full) = repo.case("ignored");
+    for tree in [&upper, &full] {
+        write(&tree.join("build-out/app.bin"), "built\n");
+        write(&tree.join("src/scratch.tmp"), "scratch\n");
+        write(&tree.join("kept.tmp"), "tracked, and changed\n");
+        write(&tree.join("src/real.rs"), "real\n");
+    }
+    repo.check(&upper, &full, Markers::User).await;
 }
 
 #[tokio::test]
