@@ -15,7 +15,7 @@
 //! helper is gone before the agent starts, and its namespace lives on in
 //! the descriptor kept here.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use nix::sched::{CloneFlags, setns, unshare};
@@ -75,6 +75,14 @@ impl IdMap {
         let tree = mounts::clone_tree(source.as_fd(), path)?;
         mounts::set_idmap(tree.as_fd(), self.userns.as_fd(), path)?;
         mounts::attach(tree.as_fd(), path)
+    }
+
+    /// A detached copy of the mounts at `fd` (opened as `path`) whose
+    /// owners show through the maps.
+    pub fn mapped_copy(&self, fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
+        let tree = mounts::clone_tree(fd, path)?;
+        mounts::set_idmap(tree.as_fd(), self.userns.as_fd(), path)?;
+        Ok(tree)
     }
 
     /// Joins the namespace as its root, the host's `UNPRIVILEGED`: every

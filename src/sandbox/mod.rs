@@ -53,8 +53,9 @@ pub use self::limits::{await_bounds, remove_leftover as remove_leftover_group};
 pub use self::namespaces::privileged;
 
 /// The host uid and gid root's agents run as when troupe is root, which
-/// owns the files of their copy-on-write checkouts: an overlay cannot be
-/// id-mapped, so the agent works on files that are its own on the disk.
+/// owns the upper layers of their copy-on-write checkouts: an overlay
+/// writes its upper layer as it is on the disk, not through the maps that
+/// show the agent its read-only layers as its own.
 pub fn agent_owner() -> Option<u32> {
     (privileged() && nix::unistd::geteuid().is_root()).then_some(idmap::UNPRIVILEGED)
 }

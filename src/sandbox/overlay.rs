@@ -13,11 +13,12 @@
 //! of its own (an ordinary user's agent) the overlay keeps its markers in
 //! `user.` attributes (`userxattr`).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::mount::{MsFlags, mount};
 
+use super::idmap::IdMap;
 use super::mounts;
 use crate::protocol::OverlayLayers;
 
@@ -48,10 +49,23 @@ impl Held {
     }
 
     /// Mounts the held layers at `at`; `own_user` when the caller is in a
-    /// user namespace of its own.
-    pub fn mount_at(&self, at: &Path, own_user: bool) -> Result<(), String> {
+    /// user namespace of its own. Root's agent gets its read-only layers
+    /// through its id maps, as its other directories (`idmap`): a base's
+    /// files, root's on the disk, are its own in the checkout.
+    pub fn mount_at(&self, at: &Path, own_user: bool, idmap: Option<&IdMap>) -> Result<(), String> {
         let named = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
-        let lower: Vec<String> = self.lower.iter().map(named).collect();
+        let mapped: Vec<OwnedFd> = match idmap {
+            Some(idmap) => self
+                .lower
+                .iter()
+                .map(|fd| idmap.mapped_copy(fd.as_fd(), at))
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let lower: Vec<String> = match idmap {
+            Some(_) => mapped.iter().map(named).collect(),
+            None => self.lower.iter().map(named).collect(),
+        };
         let mut options = format!("lowerdir={}", lower.join(":"));
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         match &self.upper {

@@ -89,17 +89,11 @@ fn overlay_trial(base: &Path) -> Result<(), String> {
     }
     std::fs::write(results.join("lower").join(BELOW), "below")
         .map_err(|e| format!("cannot write the probe's lower layer: {e}"))?;
-    // As troupe gives them to root's agents (`agent_owner`).
+    // As troupe gives it to root's agents (`agent_owner`).
     if let Some(owner) = super::agent_owner() {
-        let owned = [
-            results.join("lower"),
-            results.join("lower").join(BELOW),
-            results.join("upper"),
-        ];
-        for path in &owned {
-            std::os::unix::fs::lchown(path, Some(owner), Some(owner))
-                .map_err(|e| format!("cannot hand {} to the agent: {e}", path.display()))?;
-        }
+        let upper = results.join("upper");
+        std::os::unix::fs::lchown(&upper, Some(owner), Some(owner))
+            .map_err(|e| format!("cannot hand {} to the agent: {e}", upper.display()))?;
     }
     confine_and_report(&task, Some(layers)).map_err(|e| e.to_string())?;
     let written = results.join("upper").join(REPORT);

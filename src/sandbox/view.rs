@@ -185,7 +185,7 @@ pub fn build(
         None => false,
     };
     if let Some(layers) = &layers {
-        layers.mount_at(&task.workspace, own_user)?;
+        layers.mount_at(&task.workspace, own_user, idmap.filter(|_| remapped))?;
     }
     // Opened before any mount covers it or makes it read-only: the
     // agent's own writes go through this descriptor's mount.

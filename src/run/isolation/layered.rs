@@ -147,8 +147,6 @@ impl Bases {
         };
         git.run(&place, ["read-tree", "--reset", "-u", commit])
             .await?;
-        let owned = dir.clone();
-        off_runtime(move || give_to_agents(&owned)).await?;
         Ok(dir)
     }
 
