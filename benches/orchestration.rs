@@ -576,7 +576,8 @@ fn worktree_cost_of(
             let record = Worktrees::prepare(&ws, &run_dir, "run_bench", &bounds)
                 .await
                 .expect("snapshot");
-            let trees = Worktrees::open(record, &ws, &run_dir, bounds)
+            let fresh = troupe::run::isolation::Snapshot::JustTaken;
+            let trees = Worktrees::open(record, &ws, &run_dir, bounds, fresh)
                 .await
                 .expect("branch");
             let snapshot = ms(started);

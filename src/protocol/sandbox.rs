@@ -90,14 +90,16 @@ pub struct SandboxSettings {
 }
 
 /// An overlay at an agent's workspace: read-only trees, and the attempt's
-/// own layer on top that takes every write. Without `upper` the view is
-/// read-only (a reviewer's).
+/// own layer on top that takes every write, unless the whole is mounted
+/// `read_only` (a reviewer's view of the attempt).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OverlayLayers {
     /// The read-only layers, topmost first.
     pub lower: Vec<std::path::PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upper: Option<UpperLayer>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// The layer that takes an attempt's writes, and the overlay's own work

@@ -66,7 +66,7 @@ use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
 use crate::record::IsolationMode;
 use crate::record::{RunRecord, RunStatus, StepRecord, Totals};
-use crate::run::isolation::{Bounds, Checkouts, IsolationError, Worktrees};
+use crate::run::isolation::{Bounds, Checkouts, IsolationError, Snapshot, Worktrees};
 use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
 use crate::supervisor::interrupt::Interrupts;
@@ -181,7 +181,13 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 max_file_size,
                 checkouts: checkouts.kind().await,
             };
-            let trees = Worktrees::open(isolation.clone(), &config.workspace, &run_dir, bounds);
+            let trees = Worktrees::open(
+                isolation.clone(),
+                &config.workspace,
+                &run_dir,
+                bounds,
+                Snapshot::Earlier,
+            );
             Some(trees.await.map(Arc::new)?)
         }
         None => None,
@@ -395,7 +401,14 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
                 run.isolation_mode = Some(IsolationMode::Worktree);
             })
             .await;
-        Worktrees::open(record, &ctx.workspace, &ctx.run_dir, bounds).await
+        Worktrees::open(
+            record,
+            &ctx.workspace,
+            &ctx.run_dir,
+            bounds,
+            Snapshot::JustTaken,
+        )
+        .await
     };
     match opened.await {
         Ok(trees) => {

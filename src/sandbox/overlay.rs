@@ -29,14 +29,27 @@ use crate::protocol::OverlayLayers;
 pub struct Held {
     lower: Vec<OwnedFd>,
     upper: Option<(OwnedFd, OwnedFd)>,
+    read_only: bool,
 }
 
 impl Held {
-    pub fn open(layers: &OverlayLayers) -> Result<Held, String> {
+    /// The layers opened; root's agent (`idmap`) gets its read-only ones
+    /// through its id maps, as its other directories: a detached id-mapped
+    /// copy of each, made before any of its directories is remapped (a
+    /// copy made after would hold those remapped mounts, which cannot be
+    /// mapped again). A base's files, root's on the disk, are then its
+    /// own in the checkout.
+    pub fn open(layers: &OverlayLayers, idmap: Option<&IdMap>) -> Result<Held, String> {
         let lower = layers
             .lower
             .iter()
-            .map(|dir| mounts::open_path(dir))
+            .map(|dir| {
+                let fd = mounts::open_path(dir)?;
+                match idmap {
+                    Some(idmap) => idmap.mapped_copy(fd.as_fd(), dir),
+                    None => Ok(fd),
+                }
+            })
             .collect::<Result<_, _>>()?;
         let upper = match &layers.upper {
             Some(upper) => Some((
@@ -45,27 +58,18 @@ impl Held {
             )),
             None => None,
         };
-        Ok(Held { lower, upper })
+        Ok(Held {
+            lower,
+            upper,
+            read_only: layers.read_only,
+        })
     }
 
     /// Mounts the held layers at `at`; `own_user` when the caller is in a
-    /// user namespace of its own. Root's agent gets its read-only layers
-    /// through its id maps, as its other directories (`idmap`): a base's
-    /// files, root's on the disk, are its own in the checkout.
-    pub fn mount_at(&self, at: &Path, own_user: bool, idmap: Option<&IdMap>) -> Result<(), String> {
+    /// user namespace of its own.
+    pub fn mount_at(&self, at: &Path, own_user: bool) -> Result<(), String> {
         let named = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
-        let mapped: Vec<OwnedFd> = match idmap {
-            Some(idmap) => self
-                .lower
-                .iter()
-                .map(|fd| idmap.mapped_copy(fd.as_fd(), at))
-                .collect::<Result<_, _>>()?,
-            None => Vec::new(),
-        };
-        let lower: Vec<String> = match idmap {
-            Some(_) => mapped.iter().map(named).collect(),
-            None => self.lower.iter().map(named).collect(),
-        };
+        let lower: Vec<String> = self.lower.iter().map(named).collect();
         let mut options = format!("lowerdir={}", lower.join(":"));
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         match &self.upper {
@@ -73,6 +77,9 @@ impl Held {
                 options.push_str(&format!(",upperdir={},workdir={}", named(dir), named(work)));
             }
             None => flags |= MsFlags::MS_RDONLY,
+        }
+        if self.read_only {
+            flags |= MsFlags::MS_RDONLY;
         }
         mount_with(at, flags, options, own_user)
     }

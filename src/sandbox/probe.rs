@@ -74,6 +74,7 @@ fn overlay_trial(base: &Path) -> Result<(), String> {
             dir: results.join("upper"),
             work: results.join("work"),
         }),
+        read_only: false,
     };
     let mut task = worker(results.join("checkout"), results.join("probe"));
     task.results = Some(results.clone());

@@ -173,7 +173,7 @@ pub fn build(
     // covers or freezes them. A checkout that cannot be mounted is no
     // workspace at all, so the agent does not start.
     let layers = match &settings.overlay {
-        Some(layers) => Some(super::overlay::Held::open(layers)?),
+        Some(layers) => Some(super::overlay::Held::open(layers, idmap)?),
         None => None,
     };
     let remapped = match idmap.map(|idmap| remap(task, idmap)) {
@@ -185,7 +185,7 @@ pub fn build(
         None => false,
     };
     if let Some(layers) = &layers {
-        layers.mount_at(&task.workspace, own_user, idmap.filter(|_| remapped))?;
+        layers.mount_at(&task.workspace, own_user)?;
     }
     // Opened before any mount covers it or makes it read-only: the
     // agent's own writes go through this descriptor's mount.

@@ -182,9 +182,19 @@ fn an_attempt_works_on_its_own_layer(as_nobody: bool) {
     let upper = run.join("s1/upper-1");
     // The worker's changes, and nothing of the repository it did not
     // touch; its checkout on the host is the empty mount point.
+    // `sub_agent_results`: the whiteout that hides the results directory
+    // of the workspace, the attempt's base.
     assert_eq!(
         names(&upper),
-        [".git", "dir", "new.txt", "old.txt", "run.sh", "seen.txt"]
+        [
+            ".git",
+            "dir",
+            "new.txt",
+            "old.txt",
+            "run.sh",
+            "seen.txt",
+            "sub_agent_results"
+        ]
     );
     assert_eq!(
         std::fs::read_to_string(upper.join("seen.txt")).unwrap(),

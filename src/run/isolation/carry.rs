@@ -106,7 +106,7 @@ pub async fn seed(
 /// A whiteout (a character device 0/0, which the kernel lets anyone
 /// make) at each path of `deleted` in `upper`, unless something the change
 /// writes is there or above it already (a file that became a directory).
-fn whiteouts(upper: &Path, deleted: &[String]) -> Result<(), IsolationError> {
+pub fn whiteouts(upper: &Path, deleted: &[String]) -> Result<(), IsolationError> {
     for path in deleted {
         let at = upper.join(path);
         let mut above: Vec<PathBuf> = Path::new(path)

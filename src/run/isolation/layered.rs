@@ -5,6 +5,16 @@
 //! The agent's sandbox mounts them at `checkout-N/`, which on the host
 //! stays an empty directory; what the attempt changed is its upper layer.
 //!
+//! The attempts made from the snapshot itself (all of them, in a run whose
+//! steps start together) take the workspace as their base: it is what the
+//! snapshot holds, so nothing is written at all. What the snapshot left
+//! out is hidden from them by a whiteout in each upper layer: the results
+//! directory, and what git ignores there (`.env`, `target/`), as it found
+//! them when the run opened; a workspace with more than `HIDDEN_AT_MOST`
+//! such paths gets a base written like any other. An edit of yours made
+//! while they work shows to them, and is theirs only if they change that
+//! file.
+//!
 //! A base goes when no attempt uses it and the branch has moved on from
 //! it, and the last one when the run ends.
 
@@ -39,6 +49,7 @@ impl Layers {
                 dir: self.upper.clone(),
                 work: self.work.clone(),
             }),
+            read_only: false,
         }
     }
 
@@ -71,18 +82,68 @@ impl Layers {
         !hidden && self.base.join(&relative).symlink_metadata().is_ok()
     }
 
-    /// The reviewer's: the same files, none of them writable by anyone.
+    /// The reviewer's: the same layers, mounted read-only, so that nobody
+    /// writes any of them. (Not the upper layer as a lower one: stacked
+    /// on a base that is the workspace, which holds it, the layers would
+    /// overlap, which the kernel refuses.)
     pub fn for_reviewer(&self) -> OverlayLayers {
         OverlayLayers {
-            lower: vec![self.upper.clone(), self.base.clone()],
-            upper: None,
+            read_only: true,
+            ..self.for_worker()
         }
     }
+}
+
+/// The most paths git ignores in a workspace that is its attempts' base
+/// (each attempt hides each one).
+const HIDDEN_AT_MOST: usize = 1000;
+
+/// What a workspace holds that its snapshot does not, `None` when that is
+/// more than `HIDDEN_AT_MOST` paths: the results directory, and what git
+/// ignores (a directory named once).
+pub async fn ignored_in(
+    git: &Git,
+    workspace: &Path,
+) -> Result<Option<Vec<String>>, IsolationError> {
+    let place = Place {
+        work_tree: Some(workspace),
+        index: None,
+    };
+    let exclude = format!(
+        ":(exclude){RESULTS_DIR}",
+        RESULTS_DIR = crate::protocol::RESULTS_DIR
+    );
+    let listed = git
+        .run(
+            &place,
+            [
+                "ls-files",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--directory",
+                "-z",
+                "--",
+                ".",
+                &exclude,
+            ],
+        )
+        .await?;
+    let mut hidden: Vec<String> = listed
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.trim_end_matches('/').to_string())
+        .collect();
+    hidden.push(crate::protocol::RESULTS_DIR.to_string());
+    Ok((hidden.len() <= HIDDEN_AT_MOST).then_some(hidden))
 }
 
 /// The run's bases.
 #[derive(Debug)]
 pub struct Bases {
+    /// The snapshot's commit, the workspace that holds it, and what an
+    /// attempt on it hides; `None` when the workspace is not used so.
+    workspace: Option<(String, PathBuf, Vec<String>)>,
     /// Where the agents' overlays keep their markers: troupe as root
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
@@ -92,8 +153,14 @@ pub struct Bases {
 }
 
 impl Bases {
-    pub fn new(run_dir: &Path) -> Bases {
+    pub fn new(
+        run_dir: &Path,
+        snapshot: &str,
+        workspace: &Path,
+        hidden: Option<Vec<String>>,
+    ) -> Bases {
         Bases {
+            workspace: hidden.map(|hidden| (snapshot.to_string(), workspace.to_path_buf(), hidden)),
             markers: match crate::sandbox::privileged() {
                 true => Markers::Trusted,
                 false => Markers::User,
@@ -128,8 +195,25 @@ impl Bases {
     }
 
     async fn write(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
-        let dir = self.dir.join(commit);
         let index = self.index(commit);
+        if let Some((snapshot, workspace, _)) = &self.workspace
+            && snapshot == commit
+        {
+            // The workspace as its own base: only the index is written.
+            let parent = self.dir.clone();
+            off_runtime(move || {
+                crate::fsutil::nofollow::create_dir_all(&parent).map_err(io(&parent))
+            })
+            .await?;
+            let _ = std::fs::remove_file(&index);
+            let place = Place {
+                work_tree: None,
+                index: Some(&index),
+            };
+            git.run(&place, ["read-tree", commit]).await?;
+            return Ok(workspace.clone());
+        }
+        let dir = self.dir.join(commit);
         let (parent, made) = (self.dir.clone(), dir.clone());
         off_runtime(move || {
             crate::fsutil::nofollow::create_dir_all(&parent).map_err(io(&parent))?;
@@ -194,7 +278,20 @@ impl Bases {
         let _ = std::fs::remove_dir(&self.dir);
     }
 
+    /// What an attempt whose base is `dir` hides: what the workspace
+    /// holds that the snapshot does not, when `dir` is the workspace.
+    pub fn hidden_from(&self, dir: &Path) -> Vec<String> {
+        match &self.workspace {
+            Some((_, ws, hidden)) if ws == dir => hidden.clone(),
+            _ => Vec::new(),
+        }
+    }
+
     async fn remove(&self, commit: &str) {
+        let workspace = self
+            .workspace
+            .as_ref()
+            .is_some_and(|(snapshot, _, _)| snapshot == commit);
         self.made
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -206,6 +303,10 @@ impl Bases {
         let dirs = [self.dir.join(commit), self.index(commit)];
         let removed = tokio::task::spawn_blocking(move || {
             let _ = std::fs::remove_file(&dirs[1]);
+            // The workspace itself was the base: only its index was ours.
+            if workspace {
+                return Ok(());
+            }
             match std::fs::remove_dir_all(&dirs[0]) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => Ok(()),

@@ -100,6 +100,17 @@ pub struct Bounds {
     pub checkouts: CheckoutKind,
 }
 
+/// How the workspace stands to the run's snapshot, for `Worktrees::open`:
+/// only one just taken holds what the workspace holds, so that attempts
+/// may take the workspace itself as their base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    JustTaken,
+    /// Taken by an earlier troupe (a resume): the workspace may have
+    /// changed since.
+    Earlier,
+}
+
 /// One attempt's checkout.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -207,6 +218,7 @@ impl Worktrees {
         workspace: &Path,
         run_dir: &Path,
         bounds: Bounds,
+        snapshot: Snapshot,
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let git = Git::new(record.git_dir.clone()).stopped_by(bounds.stop.clone());
@@ -261,6 +273,21 @@ impl Worktrees {
         if common != git.git_dir {
             readable.push(common.clone());
         }
+        let bases = match bounds.checkouts {
+            CheckoutKind::Layered => {
+                let hidden = match snapshot {
+                    Snapshot::JustTaken => layered::ignored_in(&git, workspace).await?,
+                    Snapshot::Earlier => None,
+                };
+                Some(layered::Bases::new(
+                    run_dir,
+                    &record.snapshot,
+                    workspace,
+                    hidden,
+                ))
+            }
+            CheckoutKind::Full(_) => None,
+        };
         Ok(Worktrees {
             git,
             record,
@@ -269,8 +296,7 @@ impl Worktrees {
             common,
             readable,
             max_file_size: bounds.max_file_size,
-            bases: (bounds.checkouts == CheckoutKind::Layered)
-                .then(|| layered::Bases::new(run_dir)),
+            bases,
             rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
             head: tokio::sync::Mutex::new(head),
         })
@@ -327,10 +353,12 @@ impl Worktrees {
                     checkout.git.git_dir.join("index"),
                 );
                 let dirs = [layers.upper.clone(), layers.work.clone()];
+                let hidden = bases.hidden_from(&layers.base);
                 off_runtime(move || {
                     for dir in &dirs {
                         nofollow::create_new_dir(dir).map_err(io(dir))?;
                     }
+                    carry::whiteouts(&dirs[0], &hidden)?;
                     // Linked, not copied (a repository's index is most of a
                     // megabyte per 10,000 files): git replaces an index it
                     // changes, so the base's own is never written through it.

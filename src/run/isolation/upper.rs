@@ -362,7 +362,9 @@ fn parents(path: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Every entry of `upper` but its top-level `.git` (troupe's link to the
-/// checkout's git directory), links not followed.
+/// checkout's git directory) and results directory (hidden from a worker
+/// whose base is the workspace itself, and never part of a change), links
+/// not followed.
 fn read_layer(
     upper: &Path,
     markers: Markers,
@@ -383,7 +385,8 @@ fn read_layer(
             }
         })?;
         let is_dir = entry.file_type().is_dir();
-        if entry.depth() == 1 && entry.file_name() == ".git" {
+        let own = [".git", crate::protocol::RESULTS_DIR];
+        if entry.depth() == 1 && own.iter().any(|name| entry.file_name() == *name) {
             if is_dir {
                 walk.skip_current_dir();
             }
