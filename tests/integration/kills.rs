@@ -194,6 +194,51 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
 }
 
 #[test]
+fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
+    if !crate::overlay::overlays_work() {
+        return;
+    }
+    let clean = Sandbox::new();
+    with_log(&clean);
+    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let expected = branch_tree(&clean, &run_id_of(&team.dir));
+
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    // s2, s3 and s4 start from s1's head: its base is written then.
+    let held = git_holding(&sandbox, "read-tree --reset -u", Hold::Before);
+    let mut troupe = start_with_path(&sandbox, diamond(), &held);
+    wait_for("the base of s1's head", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .and_then(|run| std::fs::read_dir(run.path().join("bases")).ok())
+            .is_some_and(|mut bases| bases.any(|b| b.is_ok_and(|b| b.path().is_dir())))
+    });
+    troupe.kill().unwrap();
+    wait_exit(&mut troupe);
+    let dir = run_dir(&sandbox);
+    // As a kill inside git leaves it: its index lock, a file begun.
+    let base = std::fs::read_dir(dir.join("bases"))
+        .unwrap()
+        .map(|b| b.unwrap().path())
+        .find(|b| b.is_dir())
+        .unwrap();
+    let mut lock = base.clone().into_os_string();
+    lock.push(".index.lock");
+    std::fs::write(&lock, "").unwrap();
+    std::fs::write(base.join("log.txt"), "sta").unwrap();
+
+    let run_id = run_id_of(&dir);
+    let resumed = team_run_resume_with(&sandbox, diamond(), &run_id, &["--no-apply"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(branch_tree(&sandbox, &run_id), expected);
+    assert!(!dir.join("bases").exists(), "the bases go with the run");
+}
+
+#[test]
 fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on() {
     let sandbox = Sandbox::new();
     with_log(&sandbox);

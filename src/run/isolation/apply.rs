@@ -1,5 +1,5 @@
 //! Bringing a run's integration branch into the user's working tree
-//! (`troupe apply`, `run --apply`): a three-way apply that writes only the
+//! (`troupe apply`, and `troupe run` at its end): a three-way apply that writes only the
 //! paths the run changed, and refuses when the user changed any of them
 //! since the snapshot. Temporary indexes only: the user's index and
 //! branch stay as they were, and the changes show as edits in the work

@@ -81,6 +81,9 @@ pub async fn seed(
         .filter(|p| !rebased.deleted.contains(p))
         .map(String::as_str)
         .collect();
+    let mut lock = index.as_os_str().to_owned();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(&lock);
     let _ = std::fs::remove_file(index);
     let place = Place {
         work_tree: Some(upper),

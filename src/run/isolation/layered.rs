@@ -196,6 +196,11 @@ impl Bases {
 
     async fn write(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
         let index = self.index(commit);
+        // What a troupe killed while writing it left (the run is held: it
+        // is this run's own scratch).
+        let mut lock = index.clone().into_os_string();
+        lock.push(".lock");
+        let _ = std::fs::remove_file(lock);
         if let Some((snapshot, workspace, _)) = &self.workspace
             && snapshot == commit
         {
