@@ -148,8 +148,17 @@ pub struct Bases {
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
     dir: PathBuf,
-    made: Mutex<HashMap<String, Arc<OnceCell<PathBuf>>>>,
-    users: Mutex<HashMap<String, usize>>,
+    /// Each base by its commit: taken and given back under this one lock,
+    /// so that a base is never removed while an attempt is taking it.
+    made: Mutex<HashMap<String, Base>>,
+    /// Names removed bases are moved to before they are deleted.
+    gone: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Base {
+    written: Arc<OnceCell<PathBuf>>,
+    users: usize,
 }
 
 impl Bases {
@@ -167,7 +176,7 @@ impl Bases {
             },
             dir: run_dir.join("bases"),
             made: Mutex::new(HashMap::new()),
-            users: Mutex::new(HashMap::new()),
+            gone: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -181,17 +190,26 @@ impl Bases {
     /// The base of `commit`, written now if no attempt made it yet; the
     /// caller uses it until `release`.
     pub async fn take(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
-        let cell = {
+        let written = {
             let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::clone(made.entry(commit.to_string()).or_default())
+            let base = made.entry(commit.to_string()).or_default();
+            base.users += 1;
+            Arc::clone(&base.written)
         };
-        let dir = cell
-            .get_or_try_init(|| self.write(git, commit))
-            .await?
-            .clone();
-        let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
-        *users.entry(commit.to_string()).or_default() += 1;
-        Ok(dir)
+        match written.get_or_try_init(|| self.write(git, commit)).await {
+            Ok(dir) => Ok(dir.clone()),
+            Err(e) => {
+                self.give_back(commit);
+                Err(e)
+            }
+        }
+    }
+
+    fn give_back(&self, commit: &str) {
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(base) = made.get_mut(commit) {
+            base.users = base.users.saturating_sub(1);
+        }
     }
 
     async fn write(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
@@ -239,47 +257,18 @@ impl Bases {
         Ok(dir)
     }
 
-    /// An attempt no longer uses the base of `commit`; it goes when none
-    /// does and `head` is another commit.
+    /// An attempt no longer uses the base of `commit`; the bases no
+    /// attempt uses that are not `head`'s go (the branch moved on from
+    /// them).
     pub async fn release(&self, commit: &str, head: &str) {
-        let unused = {
-            let mut users = self.users.lock().unwrap_or_else(|e| e.into_inner());
-            let left = users.get_mut(commit).map(|n| {
-                *n = n.saturating_sub(1);
-                *n
-            });
-            left == Some(0) && commit != head
-        };
-        if unused {
-            self.remove(commit).await;
-        }
-    }
-
-    /// Removes the bases no attempt uses that are not `head`'s: the
-    /// branch moved on from them.
-    pub async fn sweep(&self, head: &str) {
-        let unused: Vec<String> = {
-            let users = self.users.lock().unwrap_or_else(|e| e.into_inner());
-            users
-                .iter()
-                .filter(|(commit, n)| **n == 0 && commit.as_str() != head)
-                .map(|(commit, _)| commit.clone())
-                .collect()
-        };
-        for commit in unused {
-            self.remove(&commit).await;
-        }
+        self.give_back(commit);
+        self.remove_where(|c, base| base.users == 0 && c != head)
+            .await;
     }
 
     /// Removes every base: the run is over.
     pub async fn remove_all(&self) {
-        let commits: Vec<String> = {
-            let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-            made.keys().cloned().collect()
-        };
-        for commit in commits {
-            self.remove(&commit).await;
-        }
+        self.remove_where(|_, _| true).await;
         let _ = std::fs::remove_dir(&self.dir);
     }
 
@@ -292,36 +281,54 @@ impl Bases {
         }
     }
 
-    async fn remove(&self, commit: &str) {
-        let workspace = self
-            .workspace
-            .as_ref()
-            .is_some_and(|(snapshot, _, _)| snapshot == commit);
-        self.made
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(commit);
-        self.users
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(commit);
-        let dirs = [self.dir.join(commit), self.index(commit)];
+    /// Removes the bases `unused` picks: out of the map and moved aside
+    /// under the lock (a later `take` of the same commit writes it anew),
+    /// then deleted off the runtime. The workspace, when it was a base,
+    /// only loses its index.
+    async fn remove_where(&self, unused: impl Fn(&str, &Base) -> bool) {
+        let moved: Vec<PathBuf> = {
+            let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+            let picked: Vec<String> = made
+                .iter()
+                .filter(|(commit, base)| unused(commit, base))
+                .map(|(commit, _)| commit.clone())
+                .collect();
+            let mut moved = Vec::new();
+            for commit in picked {
+                made.remove(&commit);
+                let n = self.gone.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                for (from, kind) in [
+                    (self.index(&commit), "index"),
+                    (self.dir.join(&commit), "tree"),
+                ] {
+                    let aside = self.dir.join(format!(".gone-{n}-{kind}"));
+                    if std::fs::rename(&from, &aside).is_ok() {
+                        moved.push(aside);
+                    }
+                }
+            }
+            moved
+        };
+        if moved.is_empty() {
+            return;
+        }
         let removed = tokio::task::spawn_blocking(move || {
-            let _ = std::fs::remove_file(&dirs[1]);
-            // The workspace itself was the base: only its index was ours.
-            if workspace {
-                return Ok(());
+            for path in &moved {
+                let gone = match path.is_dir() {
+                    true => std::fs::remove_dir_all(path),
+                    false => std::fs::remove_file(path),
+                };
+                if let Err(e) = gone {
+                    return Err((path.clone(), e));
+                }
             }
-            match std::fs::remove_dir_all(&dirs[0]) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            }
+            Ok(())
         })
         .await;
-        if let Ok(Err(e)) = removed {
+        if let Ok(Err((path, e))) = removed {
             crate::tell!(
                 "troupe: cannot remove the checkouts' base {}: {e}",
-                self.dir.join(commit).display()
+                path.display()
             );
         }
     }

@@ -701,7 +701,6 @@ impl Worktrees {
         if let Some(bases) = &self.bases {
             let head = self.head.lock().await.commit.clone();
             bases.release(&checkout.base, &head).await;
-            bases.sweep(&head).await;
         }
     }
 
