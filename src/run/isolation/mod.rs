@@ -762,14 +762,19 @@ impl Worktrees {
             .run_dir
             .join(step)
             .join(format!("change-{attempt}.index"));
+        let base_index = self.bases.as_ref().map(|b| b.index(&checkout.base));
+        let over = upper::Over {
+            tree: &checkout.base_tree,
+            rules: &layers.base,
+            index: base_index.as_deref(),
+        };
         upper::tree_from_upper(
             &self.git,
-            &checkout.base_tree,
+            over,
             &layers.upper,
             layers.markers,
             &index,
             self.max_file_size,
-            &layers.base,
         )
         .await
     }

@@ -48,6 +48,19 @@ impl Markers {
     }
 }
 
+/// What an upper layer is laid over.
+#[derive(Debug, Clone, Copy)]
+pub struct Over<'a> {
+    /// The base's tree.
+    pub tree: &'a str,
+    /// The base on disk, whose ignore rules say which new paths to leave
+    /// out.
+    pub rules: &'a Path,
+    /// An index of the tree (the base's, which git wrote), copied to begin
+    /// the scratch index rather than read from the tree again.
+    pub index: Option<&'a Path>,
+}
+
 /// What the upper layer of an attempt holds, as a tree on its base.
 #[derive(Debug)]
 pub struct UpperTree {
@@ -69,12 +82,11 @@ pub struct UpperTree {
 /// output is not a change.
 pub async fn tree_from_upper(
     git: &Git,
-    base_tree: &str,
+    base: Over<'_>,
     upper: &Path,
     markers: Markers,
     index: &Path,
     max_file_size: Option<u64>,
-    rules: &Path,
 ) -> Result<UpperTree, IsolationError> {
     let owned = upper.to_path_buf();
     let layer = off_runtime(move || read_layer(&owned, markers, max_file_size)).await?;
@@ -87,7 +99,7 @@ pub async fn tree_from_upper(
     let scratch = Scratch::beside(index);
     let cleared = scratch.clone();
     off_runtime(move || cleared.clear()).await?;
-    let built = build(git, base_tree, layer, &scratch, rules).await;
+    let built = build(git, base, layer, &scratch).await;
     let cleared = scratch.clone();
     let removed = off_runtime(move || cleared.clear()).await;
     let tree = built?;
@@ -171,27 +183,13 @@ impl Scratch {
 /// Writes the blobs of `layer` and the tree of `base_tree` with them.
 async fn build(
     git: &Git,
-    base_tree: &str,
+    over: Over<'_>,
     mut layer: Layer,
     scratch: &Scratch,
-    rules: &Path,
 ) -> Result<String, IsolationError> {
-    let here = Place::default();
-    let base = git
-        .run_bytes(
-            &here,
-            &[
-                "ls-tree",
-                "-r",
-                "-z",
-                "--full-tree",
-                "--name-only",
-                base_tree,
-            ],
-            None,
-        )
-        .await?;
-    let ignored = ignored_new(git, &layer, &base, rules).await?;
+    let base_tree = over.tree;
+    let base = base_entries(git, base_tree, &layer).await?;
+    let ignored = ignored_new(git, &layer, &base, over.rules).await?;
     layer.blobs.retain(|blob| !ignored.contains(&blob.path));
     let (layer, sources) = {
         let links = scratch.links.clone();
@@ -207,10 +205,111 @@ async fn build(
         work_tree: None,
         index: Some(&scratch.index),
     };
-    git.run(&place, ["read-tree", base_tree]).await?;
+    let copied = over
+        .index
+        .is_some_and(|start| std::fs::copy(start, &scratch.index).is_ok());
+    if !copied {
+        git.run(&place, ["read-tree", base_tree]).await?;
+    }
     git.run_bytes(&place, &["update-index", "-z", "--index-info"], Some(info))
         .await?;
     Ok(git.run(&place, ["write-tree"]).await?.trim().to_string())
+}
+
+/// Past this many paths in a layer, the base is listed whole rather than
+/// by the layer's paths (which go on git's command line).
+const LISTED_BY_PATH: usize = 1000;
+
+/// The files of the base (`ls-tree -r --name-only`, NUL-separated) that
+/// the layer's paths can touch: each at a path of the layer, and each
+/// under one that deletes or replaces a directory of the base. Listed by
+/// those paths, a change costs what it holds, not the base's size.
+async fn base_entries(git: &Git, base_tree: &str, layer: &Layer) -> Result<Vec<u8>, GitError> {
+    let here = Place::default();
+    let whole = [
+        "ls-tree",
+        "-r",
+        "-z",
+        "--full-tree",
+        "--name-only",
+        base_tree,
+    ];
+    let blobs = layer.blobs.iter().map(|b| &b.path);
+    let paths: Vec<&Vec<u8>> = blobs
+        .chain(&layer.whiteouts)
+        .chain(&layer.dirs)
+        .chain(&layer.opaque)
+        .collect();
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    if paths.len() > LISTED_BY_PATH {
+        return git.run_bytes(&here, &whole, None).await;
+    }
+    let pathspecs = |paths: &mut dyn Iterator<Item = &Vec<u8>>| -> Vec<std::ffi::OsString> {
+        paths
+            .map(|p| std::ffi::OsStr::from_bytes(p).to_os_string())
+            .collect()
+    };
+    let mut args: Vec<std::ffi::OsString> = [
+        "--literal-pathspecs",
+        "ls-tree",
+        "-t",
+        "-z",
+        "--full-tree",
+        base_tree,
+        "--",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    args.extend(pathspecs(&mut paths.iter().copied()));
+    let listed = git.run_bytes(&here, &args, None).await?;
+    let asked: HashSet<&[u8]> = paths.iter().map(|p| p.as_slice()).collect();
+    let replacing: HashSet<&[u8]> = layer
+        .blobs
+        .iter()
+        .map(|b| b.path.as_slice())
+        .chain(layer.whiteouts.iter().map(Vec::as_slice))
+        .chain(layer.opaque.iter().map(Vec::as_slice))
+        .collect();
+    let mut files = Vec::new();
+    let mut trees = Vec::new();
+    for entry in listed.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
+            continue;
+        };
+        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
+        if !asked.contains(path) {
+            continue;
+        }
+        match meta.split(|b| *b == b' ').nth(1) == Some(b"tree") {
+            true if replacing.contains(path) => trees.push(path.to_vec()),
+            true => {}
+            false => {
+                files.extend_from_slice(path);
+                files.push(0);
+            }
+        }
+    }
+    if !trees.is_empty() {
+        let mut args: Vec<std::ffi::OsString> = [
+            "--literal-pathspecs",
+            "ls-tree",
+            "-r",
+            "-z",
+            "--full-tree",
+            "--name-only",
+            base_tree,
+            "--",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.extend(pathspecs(&mut trees.iter()));
+        files.extend(git.run_bytes(&here, &args, None).await?);
+    }
+    Ok(files)
 }
 
 /// The new paths of `layer` (those `base`, NUL-separated, does not hold)

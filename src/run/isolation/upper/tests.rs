@@ -9,7 +9,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Markers, UpperTree, tree_from_upper};
+use super::{Markers, Over, UpperTree, tree_from_upper};
 use crate::run::isolation::git::Git;
 
 /// A repository with a committed base, and room for cases beside it.
@@ -117,17 +117,14 @@ impl Repo {
 
     async fn tree_of(&self, upper: &Path, markers: Markers, max: Option<u64>) -> UpperTree {
         let index = self.dir.path().join("upper.index");
-        let made = tree_from_upper(
-            &self.git(),
-            &self.base_tree,
-            upper,
-            markers,
-            &index,
-            max,
-            &self.base,
-        )
-        .await
-        .expect("a tree from the upper directory");
+        let over = Over {
+            tree: &self.base_tree,
+            rules: &self.base,
+            index: None,
+        };
+        let made = tree_from_upper(&self.git(), over, upper, markers, &index, max)
+            .await
+            .expect("a tree from the upper directory");
         assert!(!index.exists(), "the scratch index is left behind");
         made
     }
@@ -235,6 +232,19 @@ async fn new_paths_the_ignore_rules_match_stay_out_as_add_a_leaves_them() {
         write(&tree.join("src/scratch.tmp"), "scratch\n");
         write(&tree.join("kept.tmp"), "tracked, and changed\n");
         write(&tree.join("src/real.rs"), "real\n");
+    }
+    repo.check(&upper, &full, Markers::User).await;
+}
+
+#[tokio::test]
+async fn a_layer_of_more_paths_than_are_listed_one_by_one_merges_the_same() {
+    let repo = Repo::new(false).await;
+    let (upper, full) = repo.case("many");
+    for tree in [&upper, &full] {
+        for n in 0..=super::LISTED_BY_PATH {
+            write(&tree.join(format!("many/{n}.txt")), "n\n");
+        }
+        write(&tree.join("src/lib.rs"), "lib, changed\n");
     }
     repo.check(&upper, &full, Markers::User).await;
 }
