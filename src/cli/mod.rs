@@ -17,6 +17,7 @@ mod run;
 mod runs;
 mod show;
 mod spawn;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

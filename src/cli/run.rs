@@ -44,8 +44,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
 
-    /// The shared workspace (created if missing); the run's records go to
-    /// sub_agent_results/<run_id>/ inside.
+    /// The shared workspace (its last level made if missing); the run's
+    /// records go to sub_agent_results/<run_id>/ inside.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workspace: PathBuf,
 
@@ -150,12 +150,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         crate::tell!("troupe: {notice}");
     }
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
-    std::fs::create_dir_all(&args.workspace)
-        .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", args.workspace.display())))?;
-    let workspace = args
-        .workspace
-        .canonicalize()
-        .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", args.workspace.display())))?;
+    let workspace = super::workspace::open_workspace(&args.workspace)?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let start = match &args.resume {
         Some(run) => Start::Resume {

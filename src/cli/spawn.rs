@@ -51,7 +51,8 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "FILE")]
     pub task_file: Option<PathBuf>,
 
-    /// The shared workspace the agent works in (created if missing).
+    /// The shared workspace the agent works in (its last level made if
+    /// missing).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub workspace: PathBuf,
 
@@ -96,7 +97,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         .model
         .resolve_single(Actor::Worker, sources)
         .map_err(UsageError::Said)?;
-    let workspace = make_dir(&args.workspace, "--workspace")?;
+    let workspace = super::workspace::open_workspace(&args.workspace)?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let mut settings = args.agent.settings(
         sources,

@@ -133,3 +133,61 @@ fn every_number_is_checked_the_same_way() {
         );
     }
 }
+
+#[test]
+fn a_mistyped_workspace_is_refused_and_only_a_last_level_is_made() {
+    let sandbox = Sandbox::new();
+    let script = sandbox.script(json!({"rules": [
+        crate::team::planner(json!([crate::team::step("a", &[])])),
+        crate::team::worker_rule("a", crate::team::worker_writes("a", 0)),
+        crate::team::approving_reviewer(),
+    ]}));
+    let typo = sandbox.root().join("nope/ws");
+    for command in ["run", "spawn"] {
+        let mut mistyped = troupe();
+        match command {
+            "run" => mistyped.args(["run", "a goal", "--model", &script]),
+            _ => mistyped.args([
+                "spawn",
+                "--id",
+                "1",
+                "--summary",
+                "check the workspace",
+                "--task",
+                "t",
+                "--model",
+                &script,
+            ]),
+        };
+        mistyped.arg("--workspace").arg(&typo);
+        let out = run(mistyped);
+        assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "--workspace {}: {} does not exist; troupe makes only the workspace's last level",
+                typo.display(),
+                typo.parent().unwrap().display()
+            )),
+            "{command}: {}",
+            out.stderr
+        );
+        assert!(
+            !sandbox.root().join("nope").exists(),
+            "{command} made nothing"
+        );
+    }
+    let fresh = sandbox.root().join("fresh");
+    let mut command = troupe();
+    command
+        .args(["run", "a goal", "--model", &script, "--workspace"])
+        .arg(&fresh);
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("troupe: made the workspace {}", fresh.display())),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read_to_string(fresh.join("a.txt")).unwrap(), "a");
+}
