@@ -1,6 +1,6 @@
 //! `troupe run`: plan a goal (or take a plan) and run it as a team.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,21 +136,8 @@ pub struct TeamArgs {
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let roles = [Actor::Planner, Actor::Worker, Actor::Reviewer].map(|role| {
-        args.model
-            .resolve_role(role, &args.roles, sources)
-            .map_err(UsageError::Said)
-    });
-    let [planner, worker, reviewer] = roles;
-    let roles = [planner?, worker?, reviewer?];
-    let api_key_envs: Vec<String> = roles.iter().map(|r| r.api_key_env.clone()).collect();
-    let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();
-    notices.dedup();
-    for notice in notices {
-        crate::tell!("troupe: {notice}");
-    }
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
-    let workspace = super::workspace::open_workspace(&args.workspace)?;
+    let workspace = super::workspace::open_workspace(&workspace_of(&args))?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     let start = match &args.resume {
         Some(run) => Start::Resume {
@@ -166,6 +153,41 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             plan,
         },
     };
+    // A resume that names no model goes on with the run's own.
+    let remembered = match &start {
+        Start::Resume { run_dir, .. } if !args.model.named(sources) => {
+            let record = crate::inspect::load_run(run_dir).map_err(UsageError::Said)?;
+            if !record.models.is_empty() {
+                crate::tell!(
+                    "troupe: resume: with the run's own models (name one with --model to change them)"
+                );
+            }
+            record.models
+        }
+        _ => Default::default(),
+    };
+    let lookup = Remembered {
+        sources,
+        models: &remembered,
+    };
+    let roles = ROLES.map(|role| {
+        args.model
+            .resolve_role(role, &args.roles, &lookup)
+            .map_err(UsageError::Said)
+    });
+    let [planner, worker, reviewer] = roles;
+    let roles = [planner?, worker?, reviewer?];
+    let api_key_envs: Vec<String> = roles.iter().map(|r| r.api_key_env.clone()).collect();
+    let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();
+    notices.dedup();
+    for notice in notices {
+        crate::tell!("troupe: {notice}");
+    }
+    let models = ROLES
+        .iter()
+        .zip(&roles)
+        .flat_map(|(role, model)| model.as_variables(*role))
+        .collect();
     let mut agents = args
         .agent
         .settings(sources, &results, &api_key_envs, None)?;
@@ -187,6 +209,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             verbose: args.verbose,
             isolation: args.team.isolation,
         },
+        models,
         json: args.json,
     };
     let outcome = run_team(config, team_models(roles)?)
@@ -201,6 +224,61 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }
     Ok(ExitCode::from(code))
+}
+
+const ROLES: [Actor; 3] = [Actor::Planner, Actor::Worker, Actor::Reviewer];
+
+/// The workspace of a run: `--workspace`, unless `--resume` names a run's
+/// directory and `--workspace` is left at its default, when it is the
+/// workspace that directory is in (`<workspace>/sub_agent_results/<run>`).
+fn workspace_of(args: &RunArgs) -> PathBuf {
+    let Some(run) = args.resume.as_deref().map(Path::new) else {
+        return args.workspace.clone();
+    };
+    let in_results = run
+        .canonicalize()
+        .ok()
+        .filter(|dir| crate::fsutil::is_regular(&dir.join("run.json")))
+        .and_then(|dir| {
+            let results = dir.parent()?;
+            (results.file_name()? == crate::protocol::RESULTS_DIR)
+                .then(|| results.parent().map(Path::to_path_buf))
+                .flatten()
+        });
+    match in_results {
+        Some(workspace) if args.workspace == Path::new(".") => workspace,
+        _ => args.workspace.clone(),
+    }
+}
+
+/// The settings a run is started with, and after them a resumed run's
+/// own model settings.
+struct Remembered<'a> {
+    sources: &'a Sources,
+    models: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl crate::settings::Lookup for Remembered<'_> {
+    fn get(&self, env: &str) -> Option<crate::settings::Sourced> {
+        self.sources.get(env).or_else(|| {
+            self.models.get(env).map(|value| crate::settings::Sourced {
+                value: value.clone(),
+                origin: format!("{env} in the run's run.json"),
+            })
+        })
+    }
+
+    fn paths(&self, env: &str) -> Option<Vec<PathBuf>> {
+        self.sources.paths(env)
+    }
+
+    fn config_file(&self) -> Option<&Path> {
+        self.sources.config_file()
+    }
+
+    fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
+        self.sources.mcp_servers()
+    }
 }
 
 /// One client per distinct model configuration: roles that share an

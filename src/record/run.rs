@@ -133,6 +133,12 @@ pub struct RunRecord {
     /// or `worktree`); a resume keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation_mode: Option<IsolationMode>,
+    /// Each role's model settings, as the variables that give them
+    /// (`TROUPE_WORKER_MODEL`, `TROUPE_WORKER_BASE_URL`, ...; never a
+    /// key, only the name of the variable holding one), so that a resume
+    /// that names no model goes on with the run's own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub models: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -84,6 +84,8 @@ pub struct TeamConfig {
     pub workspace: PathBuf,
     pub agents: AgentSettings,
     pub team: TeamSettings,
+    /// Each role's model settings, for the record (`RunRecord::models`).
+    pub models: std::collections::BTreeMap<String, String>,
     /// Print the event stream on stdout.
     pub json: bool,
 }
@@ -140,7 +142,9 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 .join(&run_id);
             crate::fsutil::nofollow::create_new_dir(&run_dir)?;
             let held = DirLock::take(&run_dir).map_err(std::io::Error::other)?;
-            let record = fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
+            let mut record =
+                fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
+            record.models = config.models.clone();
             (run_dir, held, record, Opening::Plan { goal, plan })
         }
         Start::Resume { run_dir, plan } => {
@@ -168,6 +172,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 }
             };
             record.settings = serde_json::to_value(&config.team).unwrap_or_default();
+            record.models = config.models.clone();
             (run_dir, held, record, opening)
         }
     };
@@ -328,6 +333,7 @@ fn fresh_record(
         settings: serde_json::to_value(team).unwrap_or_default(),
         isolation: None,
         isolation_mode: None,
+        models: Default::default(),
     }
 }
 

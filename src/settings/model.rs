@@ -153,6 +153,35 @@ pub struct RoleModel {
 }
 
 impl RoleModel {
+    /// The settings of `role` as the variables that give them back
+    /// (`TROUPE_WORKER_MODEL`, ...), for a run's record: the key's
+    /// variable by its name only, a script by its absolute path.
+    pub fn as_variables(&self, role: Actor) -> Vec<(String, String)> {
+        let role = role.as_str().to_ascii_uppercase();
+        let key = |name: &str| format!("TROUPE_{role}_{name}");
+        let mut variables = vec![(key("API_KEY_ENV"), self.api_key_env.clone())];
+        if let Some(window) = self.context_window {
+            variables.push((key("CONTEXT_WINDOW"), window.to_string()));
+        }
+        match &self.config {
+            ModelConfig::Scripted { path } => {
+                let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+                variables.push((key("MODEL"), format!("scripted:{}", path.display())));
+            }
+            ModelConfig::OpenAi(settings) => {
+                variables.push((key("MODEL"), settings.model.clone()));
+                variables.push((key("BASE_URL"), settings.base_url.clone()));
+                if let Some(tokens) = settings.max_output_tokens {
+                    variables.push((key("MAX_OUTPUT_TOKENS"), tokens.to_string()));
+                }
+                if let Some(temperature) = settings.temperature {
+                    variables.push((key("TEMPERATURE"), temperature.to_string()));
+                }
+            }
+        }
+        variables
+    }
+
     /// Tells an agent of this model what its context holds and how long
     /// an answer may be.
     pub fn bound(&self, limits: &mut AgentLimits) {

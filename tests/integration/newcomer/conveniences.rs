@@ -284,3 +284,70 @@ fn the_readme_demo_leaves_the_whole_project_in_the_workspace() {
     let pom = std::fs::read_to_string(project.join("pom.xml")).unwrap();
     assert!(pom.contains("<artifactId>demoapp</artifactId>"), "{pom}");
 }
+
+// Issue 23, item 3: the resume hint said `--resume RUN`, which then
+// wanted `--model` and `--workspace` again.
+#[test]
+fn a_run_resumes_from_its_directory_alone_with_its_own_models() {
+    let sandbox = Sandbox::new();
+    let slow = vec![
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 30_000)),
+        approving_reviewer(),
+    ];
+    let mut started = team_command(&sandbox, slow, &["--isolation", "shared"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::faults::wait_for("b's worker", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .is_some_and(|run| run.path().join("b/worker-1/.subagent").is_dir())
+    });
+    started.kill().unwrap();
+    crate::faults::wait_exit(&mut started);
+    let dir = crate::team::run_dir(&sandbox);
+    let record = crate::common::read_json(&dir.join("run.json"));
+    let model = record["models"]["TROUPE_WORKER_MODEL"].as_str().unwrap();
+    assert!(model.starts_with("scripted:/"), "{model}");
+    assert!(
+        !record.to_string().contains("sk-"),
+        "no key, only its variable's name"
+    );
+
+    // From elsewhere, with the run's directory and nothing else; the
+    // script's rules are what the run started with (b is slow there, and
+    // is given a fast one now by the same file).
+    let script = model.strip_prefix("scripted:").unwrap();
+    let fast = json!({"rules": [
+        planner(json!([step("a", &[]), step("b", &["a"])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ]});
+    std::fs::write(script, fast.to_string()).unwrap();
+    let mut resume = troupe();
+    resume
+        .args(["run", "--resume"])
+        .arg(&dir)
+        .current_dir(sandbox.root());
+    let out = run(resume);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("troupe: resume: with the run's own models"),
+        "{}",
+        out.stderr
+    );
+    let record = crate::common::read_json(&dir.join("run.json"));
+    assert_eq!(record["status"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("b.txt")).unwrap(),
+        "b"
+    );
+}
