@@ -12,7 +12,7 @@ use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
 use crate::record::{RunRecord, RunStatus};
-use crate::run::isolation::apply::{ApplyError, apply};
+use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::text::count;
 
 #[derive(Debug, Args)]
@@ -23,6 +23,13 @@ pub struct ApplyArgs {
     /// The run (its id, `last`, or its directory).
     #[arg(value_name = "RUN")]
     pub run: String,
+
+    /// Where you changed a path since the run began and the run changed
+    /// it too, merge the run's change into your version (as git
+    /// merge-file does) instead of refusing; overlapping changes are
+    /// written with conflict markers, named, and the exit is 1.
+    #[arg(long = "3way")]
+    pub three_way: bool,
 
     #[command(flatten)]
     pub place: Place,
@@ -62,8 +69,24 @@ fn isolated_run(
 pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
     let workspace = PathBuf::from(&record.workspace);
-    match apply_into(&isolation, &workspace, &dir).await {
-        Ok(()) => Ok(ExitCode::SUCCESS),
+    let meanwhile = match args.three_way {
+        true => Meanwhile::Merge,
+        false => Meanwhile::Refuse,
+    };
+    match apply_into(&isolation, &workspace, &dir, meanwhile).await {
+        Ok(Applied { conflicted, .. }) if !conflicted.is_empty() => {
+            crate::tell!(
+                "troupe: {} conflict markers where your changes and the run's overlap: {}; resolve them there",
+                if conflicted.len() == 1 {
+                    "this path has"
+                } else {
+                    "these paths have"
+                },
+                conflicted.join(", ")
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e @ ApplyError::ChangedMeanwhile { .. }) => {
             crate::tell!("troupe: {e}");
             Ok(ExitCode::FAILURE)
@@ -116,15 +139,16 @@ async fn apply_into(
     isolation: &IsolationRecord,
     workspace: &Path,
     run_dir: &Path,
-) -> Result<(), ApplyError> {
-    let applied = apply(isolation, workspace, run_dir).await?;
+    meanwhile: Meanwhile,
+) -> Result<Applied, ApplyError> {
+    let applied = apply(isolation, workspace, run_dir, meanwhile).await?;
     if applied.is_empty() {
         crate::tell!(
             "troupe: nothing to apply: {} already has every change of branch {}",
             workspace.display(),
             isolation.branch
         );
-        return Ok(());
+        return Ok(applied);
     }
     crate::tell!(
         "troupe: applied branch {} to {}: {} written, {} removed",
@@ -139,7 +163,13 @@ async fn apply_into(
     for path in &applied.removed {
         crate::tell!("  D {path}");
     }
-    Ok(())
+    for path in &applied.merged {
+        match applied.conflicted.contains(path) {
+            true => crate::tell!("  C {path} (merged with yours; conflicts marked)"),
+            false => crate::tell!("  M {path} (merged with yours)"),
+        }
+    }
+    Ok(applied)
 }
 
 /// The last lines of an isolated run: its result applied (unless
@@ -162,7 +192,7 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8) -> u8 
     );
     match (apply_result, record.status == RunStatus::Completed) {
         (true, true) => {
-            if let Err(e) = apply_into(&isolation, &workspace, run_dir).await {
+            if let Err(e) = apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse).await {
                 crate::tell!("troupe: {e}");
                 crate::tell!(
                     "troupe: the result stays on branch {}; apply it later with: {command}",

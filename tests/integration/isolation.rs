@@ -612,6 +612,73 @@ fn apply_refuses_a_path_changed_meanwhile_and_changes_nothing() {
     );
 }
 
+// Issue 23, item 4: the refusal's advice (commit, or merge the branch)
+// did not work; --3way merges the run's change into the user's version.
+#[test]
+fn apply_3way_merges_the_runs_change_into_a_path_changed_meanwhile() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", writes("f.txt", &NINE.replace("two", "TWO"), 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &["--no-apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let ws = sandbox.ws();
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let apply = |extra: &[&str]| {
+        let mut command = troupe();
+        command
+            .args(["apply", &run_id])
+            .args(extra)
+            .arg("--workspace")
+            .arg(sandbox.ws());
+        crate::common::run(command)
+    };
+    // Apart from the run's line: merged cleanly.
+    std::fs::write(ws.join("f.txt"), NINE.replace("eight", "EIGHT")).unwrap();
+    let refused = apply(&[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("apply with --3way"),
+        "{}",
+        refused.stderr
+    );
+    let merged = apply(&["--3way"]);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    assert!(
+        merged.stderr.contains("M f.txt (merged with yours)"),
+        "{}",
+        merged.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).unwrap(),
+        NINE.replace("two", "TWO").replace("eight", "EIGHT")
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "b");
+
+    // On the run's line: written with conflict markers, named, exit 1.
+    std::fs::remove_file(ws.join("b.txt")).unwrap();
+    std::fs::write(ws.join("f.txt"), NINE.replace("two", "deux")).unwrap();
+    let conflicted = apply(&["--3way"]);
+    assert_eq!(conflicted.code, 1, "{}", conflicted.stderr);
+    assert!(
+        conflicted.stderr.contains(
+            "this path has conflict markers where your changes and the run's overlap: f.txt"
+        ),
+        "{}",
+        conflicted.stderr
+    );
+    let text = std::fs::read_to_string(ws.join("f.txt")).unwrap();
+    assert!(
+        text.contains("<<<<<<< f.txt (yours)\ndeux\n=======\nTWO\n>>>>>>> f.txt (the run's)"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "b");
+}
+
 #[test]
 fn an_interrupted_isolated_run_resumes_on_its_branch() {
     let sandbox = Sandbox::new();

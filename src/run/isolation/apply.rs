@@ -47,7 +47,7 @@ pub enum ApplyError {
     #[error(transparent)]
     Git(#[from] GitError),
     #[error(
-        "not applied: {} changed in {workspace} since the run began, and the run changed {} too: {}; commit or move your changes, or merge branch {branch} yourself",
+        "not applied: {} changed in {workspace} since the run began, and the run changed {} too: {}; apply with --3way to merge the run's changes into your versions (conflicts are marked in the files), or move your versions aside (git stash -u) and apply again; the result stays on branch {branch}",
         if .paths.len() == 1 { "this path" } else { "these paths" },
         if .paths.len() == 1 { "it" } else { "them" },
         .paths.join(", "),
@@ -57,6 +57,11 @@ pub enum ApplyError {
         paths: Vec<String>,
         workspace: PathBuf,
         branch: String,
+    },
+    #[error("cannot write {path}: {source}", path = .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
     },
     #[error("cannot remove {path}: {source}", path = .path.display())]
     Remove {
@@ -85,12 +90,28 @@ pub struct Applied {
     pub written: Vec<String>,
     /// Paths the run deleted, deleted here too.
     pub removed: Vec<String>,
+    /// Paths the user changed too, merged with the run's changes
+    /// (`--3way`).
+    pub merged: Vec<String>,
+    /// Those of them whose changes overlapped: written with conflict
+    /// markers, for the user to resolve.
+    pub conflicted: Vec<String>,
 }
 
 impl Applied {
     pub fn is_empty(&self) -> bool {
-        self.written.is_empty() && self.removed.is_empty()
+        self.written.is_empty() && self.removed.is_empty() && self.merged.is_empty()
     }
+}
+
+/// How paths the user changed since the run began are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meanwhile {
+    /// Nothing is applied, and they are named.
+    Refuse,
+    /// The run's change to each is merged into the user's version, as
+    /// `git merge-file` does (`--3way`); the rest is applied as ever.
+    Merge,
 }
 
 /// Applies the change from the snapshot to the integration head onto
@@ -99,6 +120,7 @@ pub async fn apply(
     record: &IsolationRecord,
     workspace: &Path,
     scratch: &Path,
+    meanwhile_is: Meanwhile,
 ) -> Result<Applied, ApplyError> {
     let _writing = crate::fsutil::dir_lock::DirLock::take(workspace)
         .map_err(|e| ApplyError::Busy(crate::run::context::busy(workspace, &e)))?;
@@ -163,9 +185,24 @@ pub async fn apply(
             meanwhile.push(path.clone());
         }
     }
-    if !meanwhile.is_empty() {
+    // A path deleted by the run or by the user has no two versions to
+    // merge: it is refused whatever was asked.
+    let unmergeable: Vec<String> = meanwhile
+        .iter()
+        .filter(|path| {
+            meanwhile_is == Meanwhile::Refuse
+                || !old.contains_key(*path)
+                || !new.contains_key(*path)
+                || !workspace
+                    .join(path)
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file())
+        })
+        .cloned()
+        .collect();
+    if !unmergeable.is_empty() {
         return Err(ApplyError::ChangedMeanwhile {
-            paths: meanwhile,
+            paths: unmergeable,
             workspace: workspace.to_path_buf(),
             branch: record.branch.clone(),
         });
@@ -174,6 +211,7 @@ pub async fn apply(
     for (kind, path) in changes {
         match (kind, from_head.contains(&path)) {
             (_, false) => {}
+            (_, true) if meanwhile.contains(&path) => {}
             ('D', true) => applied.removed.push(path),
             (_, true) => applied.written.push(path),
         }
@@ -220,6 +258,15 @@ pub async fn apply(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(ApplyError::Remove { path: full, source }),
         }
+    }
+    for path in meanwhile {
+        let (Some(base), Some(theirs)) = (old.get(&path), new.get(&path)) else {
+            continue;
+        };
+        if merge_into(&git, workspace, scratch, &path, base, theirs).await? {
+            applied.conflicted.push(path.clone());
+        }
+        applied.merged.push(path);
     }
     // Done: nothing is left for a next apply to finish.
     match std::fs::remove_file(&journal_path) {
@@ -297,6 +344,71 @@ async fn blobs(
             Some((path.to_string(), blob.to_string()))
         })
         .collect())
+}
+
+/// Merges the run's change to `path` (from blob `base` to blob `theirs`)
+/// into the user's version in `workspace`, which is rewritten with the
+/// result; `true` when the changes overlapped and the file holds conflict
+/// markers.
+async fn merge_into(
+    git: &Git,
+    workspace: &Path,
+    scratch: &Path,
+    path: &str,
+    base: &str,
+    theirs: &str,
+) -> Result<bool, ApplyError> {
+    let scratch_file = |name: &str| scratch.join(format!("apply-merge.{name}"));
+    let (base_file, theirs_file) = (scratch_file("base"), scratch_file("theirs"));
+    for (blob, file) in [(base, &base_file), (theirs, &theirs_file)] {
+        let out = crate::fsutil::create_file(file).map_err(|source| ApplyError::Scratch {
+            path: file.clone(),
+            source,
+        })?;
+        git.run_into(&Place::default(), &["cat-file", "blob", blob], out)
+            .await?;
+    }
+    let ours = workspace.join(path);
+    let args: Vec<std::ffi::OsString> = vec![
+        "merge-file".into(),
+        "-p".into(),
+        "-L".into(),
+        format!("{path} (yours)").into(),
+        "-L".into(),
+        format!("{path} (as the run began)").into(),
+        "-L".into(),
+        format!("{path} (the run's)").into(),
+        ours.clone().into(),
+        base_file.clone().into(),
+        theirs_file.clone().into(),
+    ];
+    let merged = git.output_bytes(&Place::default(), &args, None).await;
+    let _ = std::fs::remove_file(&base_file);
+    let _ = std::fs::remove_file(&theirs_file);
+    let (code, merged) = merged?;
+    // Its exit is the number of conflicts; a negative one is an error.
+    let conflicts = match code {
+        Some(n) if (0..128).contains(&n) => n,
+        _ => {
+            return Err(GitError::Failed {
+                args: format!("merge-file of {path}"),
+                status: format!("{code:?}"),
+                stderr: String::new(),
+            }
+            .into());
+        }
+    };
+    // Atomic, with the user's file's mode: cut short, the user's version is
+    // still whole.
+    let written = std::fs::metadata(&ours).and_then(|meta| {
+        crate::fsutil::write_atomic(&ours, &merged, Durability::Atomic)?;
+        std::fs::set_permissions(&ours, meta.permissions())
+    });
+    written.map_err(|source| ApplyError::Write {
+        path: ours.clone(),
+        source,
+    })?;
+    Ok(conflicts > 0)
 }
 
 /// git's lock files of troupe's scratch indexes, left by an apply that was
