@@ -60,11 +60,22 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  troupe wait 1 2 --timeout 600 | jq -c .status")]
+#[command(
+    after_help = "Examples:\n  troupe wait 1 2 --timeout 600 | jq -c .status\n  troupe wait --all\n  troupe wait 1 2 3 --any"
+)]
 pub struct WaitArgs {
     /// The agents to wait for.
-    #[arg(value_name = "ID", required = true)]
+    #[arg(value_name = "ID", required_unless_present = "all")]
     pub ids: Vec<String>,
+
+    /// Every agent of the results directory, instead of the ids given.
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+
+    /// Return when the first of them ends, with its result alone (and its
+    /// exit: 0 when it completed), instead of when all have.
+    #[arg(long)]
+    pub any: bool,
 
     /// Give up after this many seconds (exit code 124).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
@@ -284,17 +295,35 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
     let give_up = args
         .timeout
         .map(|secs| crate::deadline::after(Instant::now(), Duration::from_secs(secs)));
+    let ids = match args.all {
+        true => registry::known_ids(&results),
+        false => args.ids.clone(),
+    };
+    if ids.is_empty() {
+        return Err(
+            UsageError::Said(format!("no agents in {} to wait for", results.display())).into(),
+        );
+    }
     loop {
-        let seen: Vec<Seen> = args.ids.iter().map(|id| look(&results, id)).collect();
+        let seen: Vec<Seen> = ids.iter().map(|id| look(&results, id)).collect();
         if let Some(unknown) = seen
             .iter()
             .find(|s| s.status == Standing::Missing(Missing::Unknown))
         {
             return Err(UsageError::Said(unknown.last_action.clone()).into());
         }
-        if seen.iter().all(ended) {
+        let first = args
+            .any
+            .then(|| ids.iter().zip(&seen).find(|(_, agent)| ended(agent)))
+            .flatten();
+        let done: Vec<(&String, &Seen)> = match first {
+            Some(one) => vec![one],
+            None if seen.iter().all(ended) => ids.iter().zip(&seen).collect(),
+            None => Vec::new(),
+        };
+        if !done.is_empty() {
             let mut all_completed = true;
-            for (id, agent) in args.ids.iter().zip(&seen) {
+            for (id, agent) in done {
                 all_completed &= agent.status == Standing::Agent(AgentStatus::Completed);
                 let result = crate::fsutil::read_record(
                     &registry::agent_dir(&results, id)
@@ -319,8 +348,7 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
             });
         }
         if give_up.is_some_and(|at| Instant::now() >= at) {
-            let running: Vec<&str> = args
-                .ids
+            let running: Vec<&str> = ids
                 .iter()
                 .zip(&seen)
                 .filter(|(_, s)| !ended(s))

@@ -39,9 +39,11 @@ struct Started {
 pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot locate the troupe binary")?;
     let task_path = task.subagent_dir().join("task.json");
+    // The supervisor runs the agent itself: it neither detaches again nor
+    // waits for a slot, which this spawn took.
     let mut args: Vec<OsString> = std::env::args_os()
         .skip(1)
-        .filter(|arg| arg != "--background")
+        .filter(|arg| arg != "--background" && arg != "--queue")
         .collect();
     args.push("--supervise".into());
     args.push(task_path.into_os_string());

@@ -72,9 +72,15 @@ pub struct SpawnArgs {
     pub background: bool,
 
     /// Agents that may run at once in the results directory; a background
-    /// spawn beyond it is refused.
+    /// spawn beyond it is refused with exit code 75 (try again later),
+    /// or waits for a slot with --queue.
     #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<usize>)]
     pub max_concurrent: usize,
+
+    /// With --background: when --max-concurrent agents run, wait until
+    /// one ends instead of refusing.
+    #[arg(long, requires = "background")]
+    pub queue: bool,
 
     /// When the agent ends, run this shell command; the result file's path
     /// is $1 and $TROUPE_RESULT there (e.g. './hook.sh "$1"').
@@ -119,7 +125,30 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let task = build_task(&args, workspace, &settings)?;
     let id = task.agent_id.to_string();
     let max = args.background.then_some(args.max_concurrent);
-    registry::check_new(&results, &id, &task.agent_dir, max).map_err(UsageError::of)?;
+    // Held from the count to the launch, so that two spawns do not both
+    // take the last slot; let go while a queued one waits.
+    let mut said = false;
+    let _counting = loop {
+        let counting = match max {
+            Some(_) => Some(registry::count_lock(&results).await?),
+            None => None,
+        };
+        match registry::check_new(&results, &id, &task.agent_dir, max) {
+            Ok(()) => break counting,
+            Err(e @ registry::RegistryError::TooMany { .. }) if args.queue => {
+                drop(counting);
+                if !std::mem::replace(&mut said, true) {
+                    crate::tell!("troupe: {e}; --queue: waiting for a slot");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e @ registry::RegistryError::TooMany { .. }) => {
+                crate::tell!("troupe: {e}, or spawn with --queue to wait for a slot");
+                return Ok(ExitCode::from(EXIT_BUSY));
+            }
+            Err(e) => return Err(UsageError::of(e).into()),
+        }
+    };
     prepare(&task, Existing::MoveAside, &Progress::stderr()).await?;
     registry::index(&results, &id, &task.agent_dir)?;
     if args.background {
@@ -127,6 +156,11 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     }
     supervise(&args, &settings, model, task, false).await
 }
+
+/// The exit code of a background spawn refused for want of a slot
+/// (`--max-concurrent`): sysexits' "temporary failure, try again", apart
+/// from a usage error's 2.
+pub const EXIT_BUSY: u8 = 75;
 
 /// Runs the prepared agent under this process, holding its directory, and
 /// prints its result object.

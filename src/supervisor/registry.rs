@@ -104,6 +104,22 @@ struct IndexEntry {
     agent_dir: PathBuf,
 }
 
+/// The results directory's index, held while a background spawn counts
+/// the running agents and starts its own; another spawn waits for it.
+pub async fn count_lock(results: &Path) -> Result<DirLock, RegistryError> {
+    let dir = results.join(INDEX_DIR);
+    nofollow::create_dir_all(&dir).map_err(io(&dir))?;
+    loop {
+        match DirLock::take(&dir) {
+            Ok(lock) => return Ok(lock),
+            Err(LockError::Held { .. }) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(LockError::Io(e)) => return Err(io(&dir)(e)),
+        }
+    }
+}
+
 /// Records where agent `id` lives, for `status`, `wait`, `show`.
 pub fn index(results: &Path, id: &str, agent_dir: &Path) -> Result<(), RegistryError> {
     let dir = results.join(INDEX_DIR);

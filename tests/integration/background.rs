@@ -193,9 +193,9 @@ fn duplicates_the_concurrency_limit_and_shared_directories_are_refused() {
     );
 
     let too_many = background(&sandbox, 3, &model, &["--max-concurrent", "1"]);
-    assert_eq!(too_many.code, 2);
+    assert_eq!(too_many.code, 75, "busy, not a usage error");
     assert!(
-        too_many.stderr.contains("--max-concurrent 1"),
+        too_many.stderr.contains("--max-concurrent 1") && too_many.stderr.contains("--queue"),
         "{}",
         too_many.stderr
     );
@@ -317,4 +317,41 @@ fn a_running_transcript_is_its_journal_until_it_is_sealed() {
     let messages = sealed["messages"].as_array().unwrap();
     let opening = &running["messages"].as_array().unwrap()[..];
     assert_eq!(&messages[..opening.len()], opening, "nothing rewritten");
+}
+
+// Issue 23, item 7: a script could not tell a full house from a bad flag,
+// nor wait for a slot, nor for the first of its agents.
+#[test]
+fn a_queued_spawn_waits_for_a_slot_and_wait_takes_any_or_all() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 1500);
+    assert_eq!(
+        background(&sandbox, 1, &model, &["--max-concurrent", "1"]).code,
+        0
+    );
+    let queued = background(&sandbox, 2, &model, &["--max-concurrent", "1", "--queue"]);
+    assert_eq!(queued.code, 0, "{}", queued.stderr);
+    assert!(
+        queued.stderr.contains("--queue: waiting for a slot"),
+        "{}",
+        queued.stderr
+    );
+    assert_eq!(
+        status_of(&sandbox, 1)["status"],
+        "completed",
+        "the queued one started once the first had ended"
+    );
+    let any = cli(&sandbox, &["wait", "1", "2", "--any"]);
+    assert_eq!(any.code, 0, "{}", any.stderr);
+    let lines: Vec<Value> = any
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "the first to end, alone: {}", any.stdout);
+    assert_eq!(lines[0]["agent_id"], 1);
+    let all = cli(&sandbox, &["wait", "--all", "--timeout", "60"]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    assert_eq!(all.stdout.lines().count(), 2, "{}", all.stdout);
+    assert_eq!(status_of(&sandbox, 2)["status"], "completed");
 }
