@@ -14,10 +14,14 @@ pub fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// `n` and `noun`, in the plural unless `n` is 1: "1 agent", "3 agents".
+/// `n` and `noun`, in the plural unless `n` is 1: "1 agent", "3 agents",
+/// "2 searches".
 pub fn count(n: impl TryInto<u64>, noun: &str) -> String {
     match n.try_into().unwrap_or(u64::MAX) {
         1 => format!("1 {noun}"),
+        n if noun.ends_with(['s', 'x']) || noun.ends_with("ch") || noun.ends_with("sh") => {
+            format!("{n} {noun}es")
+        }
         n => format!("{n} {noun}s"),
     }
 }
@@ -209,6 +213,15 @@ fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn counts_say_their_plural() {
+        assert_eq!(super::count(1, "search"), "1 search");
+        assert_eq!(super::count(0, "search"), "0 searches");
+        assert_eq!(super::count(2, "agent"), "2 agents");
+        assert_eq!(super::count(3, "box"), "3 boxes");
+        assert_eq!(super::count(1, "successful call"), "1 successful call");
+    }
+
     #[test]
     fn a_terminal_sees_colours_and_no_other_escape() {
         use super::terminal_safe;

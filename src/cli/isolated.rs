@@ -158,7 +158,10 @@ async fn apply_into(
         applied.removed.len()
     );
     for path in &applied.written {
-        crate::tell!("  M {path}");
+        match applied.added.contains(path) {
+            true => crate::tell!("  A {path}"),
+            false => crate::tell!("  M {path}"),
+        }
     }
     for path in &applied.removed {
         crate::tell!("  D {path}");

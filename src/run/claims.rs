@@ -90,9 +90,13 @@ impl Claims {
                     .to_string(),
             );
         } else {
+            let what = match self.changing_calls {
+                1 => "changes files or runs a command",
+                _ => "change files or run commands",
+            };
             lines.push(format!(
-                "It made {} successful calls that change files or run commands.",
-                self.changing_calls
+                "It made {} that {what}.",
+                crate::text::count(self.changing_calls, "successful call")
             ));
         }
         match &self.changed {

@@ -311,6 +311,14 @@ impl ModelFlags {
                 "--base-url {base_url} is not an http:// or https:// URL"
             ));
         }
+        if let Some(root) = base_url
+            .trim_end_matches('/')
+            .strip_suffix("/chat/completions")
+        {
+            return Err(format!(
+                "--base-url {base_url} ends in /chat/completions, which troupe appends itself; give {root}"
+            ));
+        }
         let api_key = std::env::var(&api_key_env)
             .ok()
             .filter(|key| !key.trim().is_empty());

@@ -88,6 +88,8 @@ pub enum ApplyError {
 pub struct Applied {
     /// Paths written with the run's version.
     pub written: Vec<String>,
+    /// Those of them the run made (not there when it began).
+    pub added: Vec<String>,
     /// Paths the run deleted, deleted here too.
     pub removed: Vec<String>,
     /// Paths the user changed too, merged with the run's changes
@@ -213,6 +215,10 @@ pub async fn apply(
             (_, false) => {}
             (_, true) if meanwhile.contains(&path) => {}
             ('D', true) => applied.removed.push(path),
+            ('A', true) => {
+                applied.added.push(path.clone());
+                applied.written.push(path);
+            }
             (_, true) => applied.written.push(path),
         }
     }

@@ -5,3 +5,4 @@
 mod conveniences;
 mod errors;
 mod pipes;
+mod smaller;
