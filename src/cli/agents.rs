@@ -243,6 +243,14 @@ pub fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         crate::say!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         crate::console::out(&table(&agents));
+        let team_runs = std::fs::read_dir(&results).is_ok_and(|mut entries| {
+            entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("run_")))
+        });
+        if agents.is_empty() && team_runs {
+            crate::console::out(
+                "(these are agents of troupe spawn; the team runs here are listed by troupe runs)\n",
+            );
+        }
     }
     Ok(if unknown {
         ExitCode::from(2)

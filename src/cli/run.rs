@@ -153,6 +153,17 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             plan,
         },
     };
+    if let Start::Resume { run_dir, .. } = &start
+        && let Ok(record) = crate::inspect::load_run(run_dir)
+        && record.status == crate::record::RunStatus::Completed
+    {
+        crate::tell!(
+            "troupe: run {} completed already; nothing to resume (troupe show {} shows it)",
+            record.run_id,
+            record.run_id
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     // A resume that names no model goes on with the run's own.
     let remembered = match &start {
         Start::Resume { run_dir, .. } if !args.model.named(sources) => {

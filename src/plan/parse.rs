@@ -43,6 +43,14 @@ pub enum PlanError {
         "step {number} has the id `{id}`; ids name directories, so use letters, digits, `_`, `-` and `.` only"
     )]
     BadId { number: usize, id: String },
+    #[error(
+        "step {number} has the id `{id}`, which starts with a dot: ids name directories, and such a name is hidden (`.` and `..` name directories already); start it with a letter or digit"
+    )]
+    DotId { number: usize, id: String },
+    #[error(
+        "step {number} has the id `{id}`, a name troupe's own records take in the run's directory (`planner`, `bases`, `repo.git`, and names ending in .json, .jsonl, .index, .diff or .git); give the step another"
+    )]
+    ReservedId { number: usize, id: String },
     #[error("the id `{id}` is used by steps {first} and {second}")]
     DuplicateId {
         id: String,
@@ -204,8 +212,14 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
     let safe = id
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
-    if !safe || id.starts_with('.') || id.len() > 100 {
+    if id.starts_with('.') {
+        return Err(PlanError::DotId { number, id });
+    }
+    if !safe || id.len() > 100 {
         return Err(PlanError::BadId { number, id });
+    }
+    if reserved(&id) {
+        return Err(PlanError::ReservedId { number, id });
     }
     let wrong = |field, expected| PlanError::StepField {
         number,
@@ -237,6 +251,15 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
         kind,
         dependencies,
     })
+}
+
+/// Whether `id`, as a step's directory in the run's, would be one of the
+/// run's own records: a step may not be named so.
+fn reserved(id: &str) -> bool {
+    const OWN: [&str; 3] = ["planner", "bases", "repo.git"];
+    const ENDINGS: [&str; 5] = [".json", ".jsonl", ".index", ".diff", ".git"];
+    let lower = id.to_ascii_lowercase();
+    OWN.contains(&lower.as_str()) || ENDINGS.iter().any(|end| lower.ends_with(end))
 }
 
 fn check_ids(plan: &Plan, taken: &HashSet<String>) -> Result<(), PlanError> {

@@ -48,3 +48,84 @@ fn an_apply_lists_new_files_as_added_and_changed_ones_as_modified() {
         team.run.stderr
     );
 }
+
+#[test]
+fn step_ids_that_would_be_the_runs_own_records_are_refused_by_name() {
+    let sandbox = Sandbox::new();
+    let cases = [
+        ("..", "starts with a dot"),
+        (".hidden", "starts with a dot"),
+        ("planner", "a name troupe's own records take"),
+        ("repo.git", "a name troupe's own records take"),
+        ("run.json", "a name troupe's own records take"),
+        ("Bases", "a name troupe's own records take"),
+    ];
+    for (id, why) in cases {
+        let plan = json!({"summary": "p", "steps": [
+            {"id": id, "description": "d", "type": "FILE_WRITE", "dependencies": []}
+        ]});
+        let out = crate::team::validate(&sandbox, &plan.to_string());
+        assert_eq!(out.code, 2, "{id}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("the id `{id}`")) && out.stderr.contains(why),
+            "{id}: {}",
+            out.stderr
+        );
+    }
+    let fine = json!({"summary": "p", "steps": [
+        {"id": "step.1", "description": "d", "type": "FILE_WRITE", "dependencies": []}
+    ]});
+    assert_eq!(crate::team::validate(&sandbox, &fine.to_string()).code, 0);
+}
+
+#[test]
+fn resuming_a_completed_run_changes_nothing() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule("a", worker_writes("a", 0)),
+        approving_reviewer(),
+    ];
+    let team = crate::team::team_run(&sandbox, rules, &[]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let before = std::fs::read_to_string(team.dir.join("run.json")).unwrap();
+    let events = std::fs::read_to_string(team.dir.join("events.jsonl")).unwrap();
+    let mut command = troupe();
+    command
+        .args(["run", "--resume", "last", "--workspace"])
+        .arg(sandbox.ws());
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("completed already; nothing to resume"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(team.dir.join("run.json")).unwrap(),
+        before
+    );
+    assert_eq!(
+        std::fs::read_to_string(team.dir.join("events.jsonl")).unwrap(),
+        events,
+        "no second run_finished"
+    );
+}
+
+#[test]
+fn status_beside_team_runs_points_to_troupe_runs() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule("a", worker_writes("a", 0)),
+        approving_reviewer(),
+    ];
+    assert_eq!(crate::team::team_run(&sandbox, rules, &[]).run.code, 0);
+    let out = crate::common::cli(&sandbox, &["status"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("no agents") && out.stdout.contains("listed by troupe runs"),
+        "{}",
+        out.stdout
+    );
+}
