@@ -9,10 +9,11 @@
 //! run directory: the head, and each path to write or remove with its
 //! blob before and after), so that an apply cut short (Ctrl-C, a kill) is
 //! finished by the next one. A path it was writing is troupe's when it is
-//! as the run found it, as the run left it, or a beginning of the run's
-//! version (git writes a file from its start, so a kill mid-write leaves
-//! a prefix); anything else was written by someone since, and is refused
-//! like any change made meanwhile. Stale locks of troupe's own scratch
+//! as the run found it, as the run left it, missing, or a beginning of the
+//! run's version (git removes a file before it writes it anew, from its
+//! start, so a kill in between leaves nothing or a prefix); anything else
+//! was written by someone since, and is refused like any change made
+//! meanwhile. Stale locks of troupe's own scratch
 //! indexes are removed first.
 
 use std::path::{Path, PathBuf};
@@ -288,9 +289,9 @@ pub async fn apply(
 }
 
 /// Whether a path that is neither as the run found it nor as it left it
-/// is one a cut-short apply was writing: empty, or a beginning of the
-/// run's version. A path the journal does not name, or names as removed,
-/// is not.
+/// is one a cut-short apply was writing: missing, empty, or a beginning of
+/// the run's version. A path the journal does not name, or names as
+/// removed, is not.
 async fn begun_by_troupe(
     git: &Git,
     cut_short: Option<&JournalPath>,
@@ -306,8 +307,10 @@ async fn begun_by_troupe(
         return Ok(false);
     };
     let here = workspace.join(path);
+    // Gone: git removes the old file before it writes the new one, and
+    // the apply was cut short between the two.
     let Ok(meta) = here.symlink_metadata() else {
-        return Ok(false);
+        return Ok(true);
     };
     if !meta.is_file() {
         return Ok(false);
