@@ -221,7 +221,7 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8) -> u8 
         .collect();
     if !kept.is_empty() {
         crate::tell!(
-            "troupe: {} of failed steps kept ({}); remove with: troupe clean {} --workspace {}",
+            "troupe: {} of steps that did not complete kept ({}); remove with: troupe clean {} --workspace {}",
             count(kept.len(), "checkout"),
             kept.join(", "),
             record.run_id,

@@ -173,7 +173,7 @@ fn a_failed_steps_checkout_is_kept_until_clean() {
     assert!(
         team.run
             .stderr
-            .contains("1 checkout of failed steps kept (a/checkout-1)"),
+            .contains("1 checkout of steps that did not complete kept (a/checkout-1)"),
         "the checkout, not its git directory too: {}",
         team.run.stderr
     );

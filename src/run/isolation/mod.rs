@@ -835,8 +835,9 @@ fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Removes every checkout left in `run_dir` (those of failed steps), with
-/// its git directory; `troupe clean`. The checkouts removed.
+/// Removes every checkout left in `run_dir` (those of steps that did not
+/// complete), with its git directory and layers; `troupe clean`. The
+/// checkouts removed.
 pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let kept = kept_checkouts(run_dir);
     for checkout in &kept {
