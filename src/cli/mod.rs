@@ -187,7 +187,7 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            crate::tell!("troupe: {error:#}");
+            crate::tell!("troupe: {}", said_once(&error));
             if error.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {
@@ -195,6 +195,21 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes, each said once: a cause whose words the
+/// message already holds (a typed error that names its source in its own
+/// text) is not said again.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// The `troupe-agent` to start: the one given, or the one installed next

@@ -129,3 +129,27 @@ fn status_beside_team_runs_points_to_troupe_runs() {
         out.stdout
     );
 }
+
+#[test]
+fn a_cause_is_said_once() {
+    let sandbox = Sandbox::new();
+    let missing = sandbox.root().join("no-such-script.json");
+    let mut command = troupe();
+    command
+        .args(["run", "a goal", "--model"])
+        .arg(format!("scripted:{}", missing.display()))
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = run(command);
+    assert_ne!(out.code, 0);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("cannot read the model script"))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert_eq!(
+        line.matches("No such file or directory").count(),
+        1,
+        "{line}"
+    );
+}
