@@ -151,7 +151,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse();
+    let cli = parse(&args);
     crate::paint::choose(cli.color);
     // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
     // the forking thread, so that thread must live as long as troupe.
@@ -195,6 +195,33 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The command line, with `--color` (and NO_COLOR) already heeded by
+/// `--help` and the argument errors, which clap prints before troupe's
+/// own choice is made.
+fn parse(args: &[std::ffi::OsString]) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let asked = args.windows(2).find_map(|pair| match pair[0].to_str() {
+        Some("--color") => pair[1].to_str().map(str::to_string),
+        _ => None,
+    });
+    let asked = asked.or_else(|| {
+        args.iter()
+            .find_map(|a| a.to_str()?.strip_prefix("--color=").map(str::to_string))
+    });
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let choice = match asked.as_deref() {
+        Some("never") => clap::ColorChoice::Never,
+        Some("always") => clap::ColorChoice::Always,
+        _ if no_color => clap::ColorChoice::Never,
+        _ => clap::ColorChoice::Auto,
+    };
+    let matched = Cli::command()
+        .color(choice)
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    matched.unwrap_or_else(|e| e.exit())
 }
 
 /// The error and its causes, each said once: a cause whose words the

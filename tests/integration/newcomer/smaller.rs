@@ -153,3 +153,24 @@ fn a_cause_is_said_once() {
         "{line}"
     );
 }
+
+#[test]
+fn color_never_reaches_help_and_argument_errors() {
+    let said = |args: &[&str]| {
+        let mut command = troupe();
+        command.args(args).env_remove("NO_COLOR");
+        run(command)
+    };
+    let bold = said(&["run", "--bogus", "--color", "always"]);
+    assert!(bold.stderr.contains('\u{1b}'), "{}", bold.stderr);
+    let plain = said(&["run", "--bogus", "--color", "never"]);
+    assert_eq!(plain.code, 2);
+    assert!(
+        plain.stderr.contains("unexpected argument '--bogus'"),
+        "{}",
+        plain.stderr
+    );
+    assert!(!plain.stderr.contains('\u{1b}'), "{}", plain.stderr);
+    let help = said(&["--help", "--color=never"]);
+    assert!(help.stdout.contains("Usage") && !help.stdout.contains('\u{1b}'));
+}
