@@ -36,11 +36,17 @@ pub struct ApplyArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  troupe clean last")]
+#[command(after_help = "Examples:\n  troupe clean last\n  troupe clean --branches")]
 pub struct CleanArgs {
     /// The run (its id, `last`, or its directory).
-    #[arg(value_name = "RUN")]
-    pub run: String,
+    #[arg(value_name = "RUN", required_unless_present = "branches")]
+    pub run: Option<String>,
+
+    /// Delete the workspace repository's troupe/run_* branches instead,
+    /// but those of runs a troupe is still running (the runs' records
+    /// stay; a branch that is gone cannot be applied any more).
+    #[arg(long, conflicts_with = "run")]
+    pub branches: bool,
 
     #[command(flatten)]
     pub place: Place,
@@ -96,7 +102,10 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
-    let (dir, record, isolation) = isolated_run(&args.place, &args.run)?;
+    let Some(run) = &args.run else {
+        return clean_branches(&args.place).await;
+    };
+    let (dir, record, isolation) = isolated_run(&args.place, run)?;
     // Held while cleaning: a troupe still running the run works in them.
     let _held = match crate::fsutil::dir_lock::DirLock::take(&dir) {
         Ok(held) => held,
@@ -131,6 +140,56 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
         isolation.git_dir.display(),
         isolation.branch
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `troupe clean --branches`: every `troupe/run_*` branch of the
+/// workspace's repository whose run no troupe is running, deleted.
+async fn clean_branches(place: &Place) -> anyhow::Result<ExitCode> {
+    use crate::run::isolation::git::{Git, Place as At};
+    let workspace = place
+        .workspace
+        .canonicalize()
+        .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", place.workspace.display())))?;
+    let Some(git_dir) = crate::run::isolation::git::repository_at(&workspace).await else {
+        return Err(UsageError::Said(format!(
+            "{} is not the top of a git repository: its runs' branches are in their own repo.git, removed with the run's directory",
+            workspace.display()
+        ))
+        .into());
+    };
+    let git = Git::new(git_dir);
+    let here = At::default();
+    let refs = git
+        .run(
+            &here,
+            ["for-each-ref", "--format=%(refname)", "refs/heads/troupe/"],
+        )
+        .await?;
+    let results = place.results();
+    let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    for reference in refs.lines().filter(|r| !r.is_empty()) {
+        let branch = reference.trim_start_matches("refs/heads/");
+        let run_id = branch.trim_start_matches("troupe/");
+        let running = crate::fsutil::dir_lock::probe(&results.join(run_id)).unwrap_or(false);
+        if running {
+            kept.push(branch.to_string());
+            continue;
+        }
+        git.run(&here, ["update-ref", "-d", reference]).await?;
+        removed.push(branch.to_string());
+    }
+    crate::say!(
+        "removed {}{}",
+        count(removed.len(), "branch"),
+        match removed.is_empty() {
+            true => String::new(),
+            false => format!(": {}", removed.join(", ")),
+        }
+    );
+    if !kept.is_empty() {
+        crate::say!("kept, their runs still running: {}", kept.join(", "));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

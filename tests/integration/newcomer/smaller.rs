@@ -174,3 +174,39 @@ fn color_never_reaches_help_and_argument_errors() {
     let help = said(&["--help", "--color=never"]);
     assert!(help.stdout.contains("Usage") && !help.stdout.contains('\u{1b}'));
 }
+
+#[test]
+fn clean_branches_removes_the_runs_branches_and_nothing_else() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let rules = || {
+        vec![
+            planner(json!([step("a", &[]), step("b", &[])])),
+            worker_rule("a", worker_writes("a", 0)),
+            worker_rule("b", worker_writes("b", 0)),
+            approving_reviewer(),
+        ]
+    };
+    for _ in 0..2 {
+        let mut command = crate::team::team_command(&sandbox, rules(), &["--no-apply"]);
+        command.args(["--isolation", "worktree"]);
+        assert_eq!(run(command).code, 0);
+    }
+    let branches =
+        || crate::isolation::git(&sandbox.ws(), &["branch", "--format=%(refname:short)"]);
+    assert_eq!(
+        branches()
+            .lines()
+            .filter(|b| b.starts_with("troupe/"))
+            .count(),
+        2
+    );
+    let out = crate::common::cli(&sandbox, &["clean", "--branches"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("removed 2 branches: troupe/run_"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(branches().trim(), "main");
+}
