@@ -654,6 +654,18 @@ impl<'c> Owner<'c> {
                     step.status = StepStatus::Interrupted;
                 }
             }
+            // An agent whose end never came back (killed at once by a
+            // second Ctrl-C) is not left running in the record.
+            for attempt in run.steps.iter_mut().flat_map(|s| s.attempts.iter_mut()) {
+                let agents = attempt.worker.iter_mut().chain(attempt.reviews.iter_mut());
+                for agent in agents.filter(|a| a.status == crate::protocol::AgentStatus::Running) {
+                    agent.status = crate::protocol::AgentStatus::Terminated;
+                    agent.error = Some(
+                        "killed with the run before it ended (a second Ctrl-C); its transcript is as it last wrote it"
+                            .to_string(),
+                    );
+                }
+            }
             run.status = status;
             run.completed_at = Some(Utc::now());
             run.totals.token_usage = usage;

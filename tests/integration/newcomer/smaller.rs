@@ -210,3 +210,41 @@ fn clean_branches_removes_the_runs_branches_and_nothing_else() {
     );
     assert_eq!(branches().trim(), "main");
 }
+
+#[test]
+fn a_second_ctrl_c_leaves_no_agent_running_in_the_record() {
+    let sandbox = Sandbox::new();
+    // A worker whose command would run for minutes and shrugs off the
+    // first Ctrl-C's SIGTERM, so that the second one comes in its grace.
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule(
+            "a",
+            vec![
+                json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "trap '' TERM INT; sleep 120"}}]}),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let mut troupe = crate::faults::start_run(&sandbox, rules, &["--isolation", "shared"]);
+    crate::faults::wait_for("a's command", || {
+        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+            .ok()
+            .and_then(|mut runs| runs.next())
+            .and_then(Result::ok)
+            .and_then(|run| {
+                std::fs::read_to_string(run.path().join("a/worker-1/.subagent/journal.jsonl")).ok()
+            })
+            .is_some_and(|journal| journal.contains("sleep 120"))
+    });
+    crate::faults::signal(&troupe, "-INT");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    crate::faults::signal(&troupe, "-INT");
+    assert_eq!(crate::faults::wait_exit(&mut troupe), 130);
+    let record = crate::common::read_json(&crate::team::run_dir(&sandbox).join("run.json"));
+    assert_eq!(record["status"], "interrupted");
+    let worker = &record["steps"][0]["attempts"][0]["worker"];
+    assert_ne!(worker["status"], "running", "{worker}");
+    let shown = crate::common::cli(&sandbox, &["show", "last"]);
+    assert!(!shown.stdout.contains("running"), "{}", shown.stdout);
+}
