@@ -13,7 +13,7 @@ use crate::protocol::{SandboxMode, SandboxReport};
 use crate::supervisor::spawn::AgentSettings;
 
 /// The variable that asks for full checkouts whatever the probe says.
-pub const CHECKOUTS_ENV: &str = "TROUPE_CHECKOUTS";
+const CHECKOUTS_ENV: &str = "TROUPE_CHECKOUTS";
 
 /// How long the probe may take before full checkouts are used.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);

@@ -68,9 +68,9 @@ impl Layers {
         }
         let whiteout =
             |meta: &std::fs::Metadata| meta.file_type().is_char_device() && meta.rdev() == 0;
-        if let Ok(meta) = self.upper.join(&relative).symlink_metadata() {
-            return !whiteout(&meta);
-        }
+        // Anything but a directory above the path in the layer (a whiteout,
+        // a file, a link the worker made) hides it, and is never followed
+        // out of the layer to answer.
         let hidden = relative.ancestors().skip(1).any(|above| {
             !above.as_os_str().is_empty()
                 && self
@@ -79,7 +79,13 @@ impl Layers {
                     .symlink_metadata()
                     .is_ok_and(|meta| !meta.is_dir())
         });
-        !hidden && self.base.join(&relative).symlink_metadata().is_ok()
+        if hidden {
+            return false;
+        }
+        if let Ok(meta) = self.upper.join(&relative).symlink_metadata() {
+            return !whiteout(&meta);
+        }
+        self.base.join(&relative).symlink_metadata().is_ok()
     }
 
     /// The reviewer's: the same layers, mounted read-only, so that nobody
@@ -368,4 +374,32 @@ pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Layers, Markers};
+
+    #[test]
+    fn a_link_in_the_layer_is_not_followed_out_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let layers = Layers {
+            base: dir.path().join("base"),
+            upper: dir.path().join("upper"),
+            work: dir.path().join("work"),
+            markers: Markers::User,
+        };
+        std::fs::create_dir_all(layers.base.join("kept")).unwrap();
+        std::fs::write(layers.base.join("kept/file"), "base").unwrap();
+        std::fs::create_dir_all(&layers.upper).unwrap();
+        std::os::unix::fs::symlink("/etc", layers.upper.join("out")).unwrap();
+        std::fs::write(layers.upper.join("new"), "new").unwrap();
+        assert!(layers.holds("new"));
+        assert!(layers.holds("kept/file"));
+        assert!(
+            !layers.holds("out/passwd"),
+            "read through the worker's link"
+        );
+        assert!(!layers.holds("../upper/new"));
+    }
 }

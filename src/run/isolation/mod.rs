@@ -38,7 +38,7 @@ pub mod git;
 mod layered;
 mod shared;
 mod stat;
-pub mod upper;
+mod upper;
 mod workspaces;
 mod worktree;
 
@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use self::checkouts::{CHECKOUTS_ENV, CheckoutKind, Checkouts};
+pub use self::checkouts::{CheckoutKind, Checkouts};
 pub use self::conflict::Conflict;
 use self::git::{Git, GitError, Place};
 pub use self::shared::Shared;
