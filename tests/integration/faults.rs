@@ -1,7 +1,7 @@
 //! Fault injection: signals to the parent, kills of the child at random
 //! points, children that break the protocol in the middle of a team run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,15 @@ pub(crate) fn start_run(sandbox: &Sandbox, rules: Vec<Value>, extra: &[&str]) ->
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     command.spawn().expect("start troupe run")
+}
+
+/// The workspace's first run directory, once there is one.
+pub(crate) fn first_run(sandbox: &Sandbox) -> Option<PathBuf> {
+    std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.is_dir())
 }
 
 /// Waits, for a generous while, until `ready` holds.

@@ -152,11 +152,8 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
     let held = git_holding(&sandbox, "troupe: land", Hold::After);
     let mut troupe = start_with_path(&sandbox, rules.clone(), &held);
     wait_for("the branch to move", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .and_then(|run| on_branch(&sandbox, &run_id_of(&run.path()), "log.txt"))
+        crate::faults::first_run(&sandbox)
+            .and_then(|run| on_branch(&sandbox, &run_id_of(run.as_path()), "log.txt"))
             .is_some_and(|log| log.contains("appended-by-s2"))
     });
     troupe.kill().unwrap();
@@ -210,11 +207,8 @@ fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
     let held = git_holding(&sandbox, "read-tree --reset -u", Hold::Before);
     let mut troupe = start_with_path(&sandbox, diamond(), &held);
     wait_for("the base of s1's head", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .and_then(|run| std::fs::read_dir(run.path().join("bases")).ok())
+        crate::faults::first_run(&sandbox)
+            .and_then(|run| std::fs::read_dir(run.join("bases")).ok())
             .is_some_and(|mut bases| bases.any(|b| b.is_ok_and(|b| b.path().is_dir())))
     });
     troupe.kill().unwrap();
@@ -247,23 +241,14 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
         worker_rule("s1", appends("by-s1", 30_000)),
         approving_reviewer(),
     ];
-    let model = sandbox.script(json!({"rules": slow}));
-    let mut troupe = troupe()
-        .args(["run", "test goal", "--model", &model])
-        .arg("--workspace")
-        .arg(sandbox.ws())
-        .args(["--isolation", "worktree", "--max-replans", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut troupe = crate::faults::start_run(
+        &sandbox,
+        slow,
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
     wait_for("attempt 1's worker", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .is_some_and(|run| run.path().join("s1/worker-1/.subagent").is_dir())
+        crate::faults::first_run(&sandbox)
+            .is_some_and(|run| run.join("s1/worker-1/.subagent").is_dir())
     });
     troupe.kill().unwrap();
     wait_exit(&mut troupe);
@@ -316,28 +301,17 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
         worker_rule("s2", appends("by-s2", 30_000)),
         approving_reviewer(),
     ];
-    let model = sandbox.script(json!({"rules": slow}));
-    let mut troupe = troupe()
-        .args(["run", "test goal", "--model", &model])
-        .arg("--workspace")
-        .arg(sandbox.ws())
-        .args(["--isolation", "shared", "--max-replans", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut troupe = crate::faults::start_run(
+        &sandbox,
+        slow,
+        &["--isolation", "shared", "--max-replans", "0"],
+    );
     wait_for("s2's worker, and s1's end in the journal", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .is_some_and(|run| {
-                let journal =
-                    std::fs::read_to_string(run.path().join("events.jsonl")).unwrap_or_default();
-                run.path().join("s2/worker-1/.subagent").is_dir()
-                    && journal.contains(r#""type":"step_completed","step":"s1""#)
-            })
+        crate::faults::first_run(&sandbox).is_some_and(|run| {
+            let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
+            run.join("s2/worker-1/.subagent").is_dir()
+                && journal.contains(r#""type":"step_completed","step":"s1""#)
+        })
     });
     troupe.kill().unwrap();
     wait_exit(&mut troupe);
@@ -409,11 +383,8 @@ fn a_run_killed_before_its_branch_was_made_resumes_isolated_and_keeps_its_mode()
     );
     let mut killed = start_with_path(&sandbox, rules.clone(), &held);
     wait_for("the isolation record", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .and_then(|run| std::fs::read_to_string(run.path().join("run.json")).ok())
+        crate::faults::first_run(&sandbox)
+            .and_then(|run| std::fs::read_to_string(run.join("run.json")).ok())
             .is_some_and(|text| text.contains("\"isolation_mode\""))
     });
     killed.kill().unwrap();
@@ -597,23 +568,14 @@ fn a_run_still_running_is_neither_applied_nor_cleaned() {
         worker_rule("s1", appends("by-s1", 30_000)),
         approving_reviewer(),
     ];
-    let model = sandbox.script(json!({"rules": slow}));
-    let mut running = troupe()
-        .args(["run", "test goal", "--model", &model])
-        .arg("--workspace")
-        .arg(sandbox.ws())
-        .args(["--isolation", "worktree", "--max-replans", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut running = crate::faults::start_run(
+        &sandbox,
+        slow,
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
     wait_for("s1's worker", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .is_some_and(|run| run.path().join("s1/worker-1/.subagent").is_dir())
+        crate::faults::first_run(&sandbox)
+            .is_some_and(|run| run.join("s1/worker-1/.subagent").is_dir())
     });
     let run_id = run_id_of(&run_dir(&sandbox));
     let apply = crate::common::run(apply_command(&sandbox, &run_id, None));

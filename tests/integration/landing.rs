@@ -145,15 +145,11 @@ fn cli_run(sandbox: &Sandbox, extra: &[&str]) -> crate::common::Run {
 /// Whether the run in the sandbox's workspace is about to land a step:
 /// the intent it writes before the branch moves.
 fn about_to_land(sandbox: &Sandbox) -> bool {
-    std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-        .ok()
-        .and_then(|mut runs| runs.next())
-        .and_then(Result::ok)
-        .is_some_and(|run| {
-            ["a", "b"]
-                .iter()
-                .any(|id| run.path().join(format!("{id}/landing-1.json")).is_file())
-        })
+    crate::faults::first_run(sandbox).is_some_and(|run| {
+        ["a", "b"]
+            .iter()
+            .any(|id| run.join(format!("{id}/landing-1.json")).is_file())
+    })
 }
 
 #[test]

@@ -168,15 +168,11 @@ fn an_attempt_works_on_its_own_layer(as_nobody: bool) {
         .spawn()
         .unwrap();
     wait_for("s1's layer to hold its work", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .is_some_and(|run| {
-                // The command's last write.
-                std::fs::read_to_string(run.path().join("s1/upper-1/run.sh"))
-                    .is_ok_and(|text| text.contains("changed"))
-            })
+        crate::faults::first_run(&sandbox).is_some_and(|run| {
+            // The command's last write.
+            std::fs::read_to_string(run.join("s1/upper-1/run.sh"))
+                .is_ok_and(|text| text.contains("changed"))
+        })
     });
     let run = the_run(&sandbox);
     let upper = run.join("s1/upper-1");

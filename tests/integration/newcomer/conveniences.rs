@@ -303,11 +303,8 @@ fn a_run_resumes_from_its_directory_alone_with_its_own_models() {
         .spawn()
         .unwrap();
     crate::faults::wait_for("b's worker", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
-            .is_some_and(|run| run.path().join("b/worker-1/.subagent").is_dir())
+        crate::faults::first_run(&sandbox)
+            .is_some_and(|run| run.join("b/worker-1/.subagent").is_dir())
     });
     started.kill().unwrap();
     crate::faults::wait_exit(&mut started);

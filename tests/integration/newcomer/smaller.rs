@@ -228,12 +228,9 @@ fn a_second_ctrl_c_leaves_no_agent_running_in_the_record() {
     ];
     let mut troupe = crate::faults::start_run(&sandbox, rules, &["--isolation", "shared"]);
     crate::faults::wait_for("a's command", || {
-        std::fs::read_dir(sandbox.ws().join("sub_agent_results"))
-            .ok()
-            .and_then(|mut runs| runs.next())
-            .and_then(Result::ok)
+        crate::faults::first_run(&sandbox)
             .and_then(|run| {
-                std::fs::read_to_string(run.path().join("a/worker-1/.subagent/journal.jsonl")).ok()
+                std::fs::read_to_string(run.join("a/worker-1/.subagent/journal.jsonl")).ok()
             })
             .is_some_and(|journal| journal.contains("sleep 120"))
     });
