@@ -506,6 +506,13 @@ fn an_apply_cut_short_is_finished_by_the_next_one() {
     );
     assert!(!dir.join("apply.json").exists(), "finished");
     assert!(!dir.join("apply-check.index.lock").exists());
+
+    // As a kill after the last write leaves it: the scratch index, with
+    // nothing left for the next apply to write.
+    std::fs::write(dir.join("apply-head.index"), "").unwrap();
+    let done = crate::common::run(apply(None));
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(!dir.join("apply-head.index").exists(), "scratch cleared");
 }
 
 #[test]

@@ -25,7 +25,12 @@ use crate::fsutil::Durability;
 use crate::record::IsolationRecord;
 
 /// The scratch indexes an apply uses in the run directory.
-const SCRATCH: [&str; 2] = ["apply-head.index", "apply-check.index"];
+const SCRATCH: [&str; 4] = [
+    "apply-head.index",
+    "apply-check.index",
+    "apply-merge.base",
+    "apply-merge.theirs",
+];
 
 /// An apply under way: what it is about to write and remove.
 #[derive(Debug, Serialize, Deserialize)]
@@ -140,8 +145,8 @@ pub async fn apply(
     })?;
     let git = Git::new(record.git_dir.clone());
     let here = Place::default();
-    // Held: no other apply uses the scratch indexes.
-    clear_stale_locks(scratch);
+    // Held: no other apply uses the scratch files.
+    clear_stale_scratch(scratch);
     let journal_path = scratch.join("apply.json");
     // What an earlier apply of this head was writing when it was cut
     // short: troupe's own, to finish.
@@ -367,8 +372,7 @@ async fn merge_into(
     base: &str,
     theirs: &str,
 ) -> Result<bool, ApplyError> {
-    let scratch_file = |name: &str| scratch.join(format!("apply-merge.{name}"));
-    let (base_file, theirs_file) = (scratch_file("base"), scratch_file("theirs"));
+    let (base_file, theirs_file) = (scratch.join(SCRATCH[2]), scratch.join(SCRATCH[3]));
     for (blob, file) in [(base, &base_file), (theirs, &theirs_file)] {
         let out = crate::fsutil::create_file(file).map_err(|source| ApplyError::Scratch {
             path: file.clone(),
@@ -420,11 +424,13 @@ async fn merge_into(
     Ok(conflicts > 0)
 }
 
-/// git's lock files of troupe's scratch indexes, left by an apply that was
-/// killed: troupe's own, never the user's to remove.
-fn clear_stale_locks(scratch: &Path) {
-    for index in SCRATCH {
-        let _ = std::fs::remove_file(scratch.join(format!("{index}.lock")));
+/// troupe's scratch files and git's locks of them, left by an apply that
+/// was killed: troupe's own, never the user's to remove. An apply with
+/// nothing left to write would otherwise never reach their cleanup.
+fn clear_stale_scratch(scratch: &Path) {
+    for name in SCRATCH {
+        let _ = std::fs::remove_file(scratch.join(name));
+        let _ = std::fs::remove_file(scratch.join(format!("{name}.lock")));
     }
 }
 
