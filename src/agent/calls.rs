@@ -13,7 +13,7 @@ use futures_util::future::join_all;
 use super::outbox::Outbox;
 use super::stats::StatsCounter;
 use crate::chat::ToolCall;
-use crate::protocol::FromChild;
+use crate::protocol::{FromChild, UnstartedServer};
 use crate::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry, cap_output};
 
 /// What one call gave.
@@ -25,6 +25,9 @@ pub struct CallResult {
 
 pub struct CallRunner {
     pub registry: ToolRegistry,
+    /// The MCP servers that did not start: a call of one of their tools
+    /// is answered with why, not as a tool never heard of.
+    pub unstarted: Vec<UnstartedServer>,
     pub ctx: Arc<ToolContext>,
     pub stats: Arc<StatsCounter>,
     pub out: Outbox,
@@ -80,6 +83,20 @@ impl CallRunner {
             })
     }
 
+    /// What the model is told of a tool it does not have.
+    fn unknown(&self, name: &str) -> String {
+        match self.unstarted.iter().find(|server| server.names(name)) {
+            Some(server) => format!(
+                "`{name}` would be a tool of the MCP server `{}`, which did not start, so none of its tools are available: {}",
+                server.server, server.error
+            ),
+            None => format!(
+                "unknown tool `{name}`; the tools are: {}",
+                self.registry.names().join(", ")
+            ),
+        }
+    }
+
     async fn run_one(&self, call: &ToolCall) -> CallResult {
         self.out.send(&FromChild::ToolCall {
             call_id: call.id.clone(),
@@ -87,17 +104,7 @@ impl CallRunner {
             arguments: call.arguments_value(),
         });
         let (output, fatal) = match self.registry.get(call.name()) {
-            None => (
-                ToolOutput::failed(
-                    format!(
-                        "unknown tool `{}`; the tools are: {}",
-                        call.name(),
-                        self.registry.names().join(", ")
-                    ),
-                    "",
-                ),
-                None,
-            ),
+            None => (ToolOutput::failed(self.unknown(call.name()), ""), None),
             Some(tool) => {
                 if let Some(counter) = tool.about().counter {
                     self.stats.count(counter);

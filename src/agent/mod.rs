@@ -236,10 +236,20 @@ async fn run_task(
         Arc::clone(&stats),
         task.limits.heartbeat_seconds,
     );
-    let servers = crate::tools::mcp::start(&task.mcp, &ctx).await;
-    for warning in &servers.warnings {
-        crate::tell!("troupe-agent: {warning}");
+    // A server that hangs in its handshake holds no cancel up: stopped
+    // meanwhile, the agent goes on without its servers and ends at once
+    // (a server half started dies with the dropped start).
+    let servers = cancel
+        .race(crate::tools::mcp::start(&task.mcp, &ctx))
+        .await
+        .unwrap_or_default();
+    for unstarted in &servers.unstarted {
+        crate::tell!(
+            "troupe-agent: {}; its tools are not available",
+            unstarted.error
+        );
     }
+    stats.servers_unstarted(servers.unstarted.clone());
     let registry = match task.role {
         AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
         AgentRole::Worker => ToolRegistry::worker(),
@@ -247,6 +257,7 @@ async fn run_task(
     .with(servers.tools)
     .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
     let calls = CallRunner {
+        unstarted: servers.unstarted,
         registry,
         ctx: Arc::clone(&ctx),
         stats: Arc::clone(&stats),

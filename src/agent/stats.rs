@@ -1,12 +1,12 @@
 //! The agent's counters, shared by the loop that counts and the heartbeat
 //! that reports them.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::chat::Usage;
-use crate::protocol::{AgentStats, SandboxReport, round_seconds};
+use crate::protocol::{AgentStats, SandboxReport, UnstartedServer, round_seconds};
 use crate::tools::Counter;
 
 pub struct StatsCounter {
@@ -18,6 +18,8 @@ pub struct StatsCounter {
     model_wait_us: AtomicU64,
     usage: Mutex<Usage>,
     sandbox: Option<SandboxReport>,
+    /// Set once the agent's MCP servers are started.
+    unstarted: OnceLock<Vec<UnstartedServer>>,
 }
 
 impl StatsCounter {
@@ -31,7 +33,13 @@ impl StatsCounter {
             mcp_calls: AtomicU64::new(0),
             model_wait_us: AtomicU64::new(0),
             usage: Mutex::new(Usage::default()),
+            unstarted: OnceLock::new(),
         }
+    }
+
+    /// The MCP servers that did not start, once they all were tried.
+    pub fn servers_unstarted(&self, servers: Vec<UnstartedServer>) {
+        let _ = self.unstarted.set(servers);
     }
 
     pub fn count(&self, counter: Counter) {
@@ -70,6 +78,7 @@ impl StatsCounter {
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
             sandbox: self.sandbox.clone(),
             mcp_calls: self.mcp_calls.load(Ordering::Relaxed),
+            mcp_unstarted: self.unstarted.get().cloned().unwrap_or_default(),
             transcript_ms: None,
             model_wait_ms: Some(self.model_wait_us.load(Ordering::Relaxed) as f64 / 1000.0),
         }

@@ -12,6 +12,7 @@ mod background;
 mod config;
 mod isolated;
 mod mcp;
+mod mcp_probe;
 mod plan;
 mod run;
 mod runs;

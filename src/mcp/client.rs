@@ -224,21 +224,24 @@ impl Connection {
     }
 }
 
-/// The end of a server's stderr, for the error that says it did not
-/// start: `; it said: ...`, or nothing.
+/// A server's stderr, for the error that says it did not start: `; it
+/// said: ...` with its first and last lines (where an interpreter names
+/// the file it could not open, and where a traceback ends), or nothing.
 fn last_words(log: &Path) -> String {
     let text = crate::fsutil::read_record(log).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(3).collect();
-    match tail.is_empty() {
-        true => String::new(),
-        false => {
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            format!(
-                "; it said: {}",
-                crate::text::excerpt(&tail.join(" | "), 400)
-            )
-        }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
     }
+    let said = match lines.len() {
+        0..=6 => lines.join(" | "),
+        n => format!(
+            "{} | ... | {}",
+            lines[..3].join(" | "),
+            lines[n - 3..].join(" | ")
+        ),
+    };
+    format!("; it said: {}", crate::text::excerpt(&said, 600))
 }
 
 /// Where a server keeps its stderr: `mcp-<name>.log` in a records

@@ -89,6 +89,24 @@ pub struct ListedTool {
     pub input_schema: Value,
 }
 
+/// A server the agent was given that did not start (or list its tools),
+/// and why: in its stats, so that `troupe mcp list` and a reader of
+/// `result.json` see it, and in the tool error of each call of its tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnstartedServer {
+    pub server: String,
+    pub error: String,
+}
+
+impl UnstartedServer {
+    /// Whether the model's `name` is one of this server's tools.
+    pub fn names(&self, name: &str) -> bool {
+        name.strip_prefix("mcp__")
+            .and_then(|rest| rest.strip_prefix(self.server.as_str()))
+            .is_some_and(|rest| rest.starts_with("__"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -158,6 +158,9 @@ pub struct AgentStats {
     /// Calls of MCP servers' tools.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mcp_calls: u64,
+    /// The MCP servers it was given that did not start, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_unstarted: Vec<super::UnstartedServer>,
     /// What the agent's sandbox enforced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxReport>,

@@ -19,7 +19,7 @@ pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
 pub use durability::DurabilityMode;
-pub use mcp::{ListedTool, McpServer, ToolFilter, Transport};
+pub use mcp::{ListedTool, McpServer, ToolFilter, Transport, UnstartedServer};
 pub use messages::{
     AgentId, AgentRole, AgentStats, CancelReason, FinishReport, FromChild, ModelFailure,
     PROTOCOL_VERSION, StopReason, ToChild, VerdictReport, round_seconds,

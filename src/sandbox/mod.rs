@@ -47,7 +47,7 @@ mod seccomp;
 mod view;
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use self::limits::{await_bounds, remove_leftover as remove_leftover_group};
 pub use self::namespaces::privileged;
@@ -108,6 +108,12 @@ const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/proc",
     "/sys", "/dev", "/run", "/var",
 ];
+
+/// Whether `path` lies in one of the system directories of the `system`
+/// read scope.
+pub fn in_system_dirs(path: &Path) -> bool {
+    SYSTEM_DIRS.iter().any(|dir| path.starts_with(dir))
+}
 
 /// The paths a role may read besides those it may write; `None` for
 /// everything.

@@ -76,6 +76,15 @@ impl AgentSettings {
             .filter(|config| config.serves(task.role) && !config.is_remote())
             .map(|config| config.server.clone())
             .collect();
+        // The servers the agent starts read where they are installed; the
+        // system directories are the read scope's to open.
+        let installed = task.mcp.iter().flat_map(crate::mcp::install::read_paths);
+        let allow_read = &mut task.sandbox.allow_read;
+        for path in installed.filter(|p| !crate::sandbox::in_system_dirs(p)) {
+            if !allow_read.contains(&path) {
+                allow_read.push(path);
+            }
+        }
         task.mcp_remote = self
             .remote_mcp
             .as_ref()

@@ -21,13 +21,14 @@ use serde_json::Value;
 use super::{About, Counter, Tool, ToolContext, ToolError, ToolOutput};
 use crate::mcp::client::ServerLog;
 use crate::mcp::managed::{ManagedServer, Placement};
-use crate::protocol::{ListedTool, McpServer, SUBAGENT_DIR};
+use crate::protocol::{ListedTool, McpServer, SUBAGENT_DIR, UnstartedServer};
 
-/// The tools of every server the agent was given, and a line for each
-/// server that could not be used.
+/// The tools of every server the agent was given, and each server that
+/// could not be used.
+#[derive(Default)]
 pub struct Started {
     pub tools: Vec<Arc<dyn Tool>>,
-    pub warnings: Vec<String>,
+    pub unstarted: Vec<UnstartedServer>,
 }
 
 /// Starts `servers` (at once), each in the workspace with its stderr in
@@ -48,14 +49,15 @@ pub async fn start(servers: &[McpServer], ctx: &ToolContext) -> Started {
     });
     let mut started = Started {
         tools: Vec::new(),
-        warnings: Vec::new(),
+        unstarted: Vec::new(),
     };
     for server in futures_util::future::join_all(starts).await {
         let server = Arc::new(server);
         if let Some(failure) = server.failure() {
-            started
-                .warnings
-                .push(format!("{failure}; its tools are not available"));
+            started.unstarted.push(UnstartedServer {
+                server: server.name().to_string(),
+                error: failure.to_string(),
+            });
         }
         for tool in server.tools() {
             let reach = Reach::Own(Arc::clone(&server));

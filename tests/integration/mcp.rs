@@ -12,7 +12,7 @@ use crate::common::{Run, Sandbox, present, run, spawn_command, troupe};
 /// The servers' directory and the directories their programs load from,
 /// or `None` (a skip, or a failure under CI) when `.ci/mcp-up` did not
 /// run.
-fn servers(test: &str) -> Option<(PathBuf, Vec<String>)> {
+pub(crate) fn servers(test: &str) -> Option<(PathBuf, Vec<String>)> {
     let bin = std::env::var_os("TROUPE_MCP_BIN").map(PathBuf::from);
     let here = bin
         .as_ref()
@@ -589,28 +589,20 @@ fn a_reviewer_gets_only_the_servers_whose_roles_name_it() {
     );
 }
 
-/// Whether process `pid` is gone (or a zombie no one has reaped yet).
-fn gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
-}
-
 #[test]
 fn a_server_troupe_started_dies_with_a_kill_of_troupe() {
     let sandbox = Sandbox::new();
-    let pid_file = sandbox.root().join("server.pid");
+    let started = sandbox.root().join("server.started");
     let config = sandbox.root().join("troupe.toml");
-    // A server that never answers the handshake: troupe waits for it.
+    // A server that never answers the handshake: troupe waits for it. It
+    // runs in an agent's PID namespace, so it is found by its command
+    // line, which no other process has.
+    let sleep = format!("987654.{}", std::process::id());
     std::fs::write(
         &config,
         format!(
-            "[mcp_servers.silent]\ncommand = \"sh\"\nargs = [\"-c\", \"echo $$ > {}; exec sleep 120\"]\ntimeout_secs = 120\n",
-            pid_file.display()
+            "[mcp_servers.silent]\ncommand = \"sh\"\nargs = [\"-c\", \"touch {}; exec sleep {sleep}\"]\ntimeout_secs = 120\n",
+            started.display()
         ),
     )
     .unwrap();
@@ -623,29 +615,39 @@ fn a_server_troupe_started_dies_with_a_kill_of_troupe() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    let servers = || sleeping(&sleep);
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let server = loop {
-        let pid = std::fs::read_to_string(&pid_file).ok();
-        if let Some(pid) = pid.and_then(|p| p.trim().parse::<i32>().ok()) {
-            break pid;
-        }
+    while !started.exists() || servers().is_empty() {
         assert!(std::time::Instant::now() < give_up, "the server started");
         std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    }
     troupe.kill().unwrap();
     troupe.wait().unwrap();
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !gone(server) && std::time::Instant::now() < give_up {
+    while !servers().is_empty() && std::time::Instant::now() < give_up {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let alive = !gone(server);
-    if alive {
-        let _ = Command::new("kill")
-            .args(["-9", &server.to_string()])
-            .status();
+    let alive = servers();
+    for pid in &alive {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
     assert!(
-        !alive,
-        "the server {server} outlived the troupe that started it"
+        alive.is_empty(),
+        "the server {alive:?} outlived the troupe that started it"
     );
+}
+
+/// The processes running `sleep SECS`, by /proc.
+fn sleeping(secs: &str) -> Vec<i32> {
+    let wanted = format!("sleep\0{secs}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            (cmdline == wanted.as_bytes()).then_some(pid)
+        })
+        .collect()
 }

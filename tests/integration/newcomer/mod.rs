@@ -4,5 +4,6 @@
 
 mod conveniences;
 mod errors;
+mod mcp_servers;
 mod pipes;
 mod smaller;
