@@ -34,7 +34,8 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub id: u32,
 
-    /// A one-line summary of the task, 10 to 30 characters.
+    /// A one-line summary of the task, at most 80 characters (it names
+    /// the agent in `troupe agents` and its transcript).
     #[arg(long, value_name = "TEXT")]
     pub summary: String,
 
@@ -208,6 +209,9 @@ fn load_task(path: &Path) -> Result<TaskFile, UsageError> {
     crate::fsutil::read_json(path, "the task file").map_err(UsageError::of)
 }
 
+/// The longest `--summary`, in characters.
+const MAX_SUMMARY: usize = 80;
+
 fn build_task(
     args: &SpawnArgs,
     workspace: PathBuf,
@@ -218,6 +222,17 @@ fn build_task(
         return Err(UsageError::Said(
             "--summary is empty; give the task a one-line summary".into(),
         ));
+    }
+    if summary.contains(['\n', '\r']) {
+        return Err(UsageError::Said(
+            "--summary holds more than one line; give one line, and the task itself with --task or --task-file".into(),
+        ));
+    }
+    let length = summary.chars().count();
+    if length > MAX_SUMMARY {
+        return Err(UsageError::Said(format!(
+            "--summary is {length} characters, more than {MAX_SUMMARY}; shorten it, and give the task itself with --task or --task-file"
+        )));
     }
     let text = match (&args.task, &args.task_file) {
         (Some(text), _) => text.clone(),

@@ -62,9 +62,10 @@ const DIFF_IN_BRIEF: u64 = 12_000;
 pub struct DiffHead {
     /// The file that holds all of it.
     pub path: PathBuf,
+    /// Whole lines only.
     pub text: String,
-    /// Whether the file holds more.
-    pub cut: bool,
+    /// The size of the whole diff, when the file holds more than `text`.
+    pub cut: Option<u64>,
 }
 
 impl DiffHead {
@@ -73,7 +74,14 @@ impl DiffHead {
     /// cannot be read.
     pub async fn read(path: PathBuf) -> Option<DiffHead> {
         tokio::task::spawn_blocking(move || {
-            let (text, cut) = crate::fsutil::read_head(&path, DIFF_IN_BRIEF).ok()?;
+            let (mut text, more) = crate::fsutil::read_head(&path, DIFF_IN_BRIEF).ok()?;
+            let cut = match more {
+                false => None,
+                true => {
+                    text.truncate(text.rfind('\n').map_or(0, |end| end + 1));
+                    Some(std::fs::metadata(&path).map_or(0, |m| m.len()))
+                }
+            };
             Some(DiffHead { path, text, cut })
         })
         .await
@@ -141,9 +149,10 @@ fn describe_change(change: Option<&ChangeRecord>, diff: Option<&DiffHead>) -> St
     );
     if let Some(diff) = diff {
         text.push_str(&format!("\n\n{}", diff.text.trim_end()));
-        if diff.cut {
+        if let Some(total) = diff.cut {
             text.push_str(&format!(
-                "\n(the diff is cut here; all of it is in {})",
+                "\n(the diff is cut here: these are its first {} of {total} bytes; all of it is in {})",
+                diff.text.len(),
                 diff.path.display()
             ));
         }

@@ -836,8 +836,20 @@ fn the_reviewer_reads_the_start_of_a_large_diff_and_where_the_rest_is() {
     let cut = brief("b");
     assert!(cut.contains("+line 0 of a large file"), "{cut}");
     assert!(!cut.contains("line 1999 of a large file"), "cut: {cut}");
+    let whole_size = std::fs::metadata(team.dir.join("b/change-1.diff"))
+        .unwrap()
+        .len();
     assert!(
-        cut.contains("the diff is cut here; all of it is in") && cut.contains("b/change-1.diff"),
+        cut.contains("the diff is cut here: these are its first ")
+            && cut.contains(&format!(" of {whole_size} bytes; all of it is in "))
+            && cut.contains("b/change-1.diff"),
         "{cut}"
+    );
+    // Whole lines: the last line shown is one the worker wrote.
+    let shown = cut.split("\n(the diff is cut here").next().unwrap();
+    let last = shown.lines().last().unwrap();
+    assert!(
+        last.starts_with("+line ") && last.ends_with(" of a large file"),
+        "{last}"
     );
 }

@@ -245,3 +245,42 @@ fn a_second_ctrl_c_leaves_no_agent_running_in_the_record() {
     let shown = crate::common::cli(&sandbox, &["show", "last"]);
     assert!(!shown.stdout.contains("running"), "{}", shown.stdout);
 }
+
+#[test]
+fn a_spawn_summary_is_one_line_of_at_most_eighty_characters() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    let spawn = |summary: &str| {
+        let mut command = troupe();
+        command
+            .args(["spawn", "--id", "1", "--summary", summary, "--task", "t"])
+            .args(["--model", &model, "--workspace"])
+            .arg(sandbox.ws());
+        run(command)
+    };
+    let long = "x".repeat(81);
+    let out = spawn(&long);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--summary is 81 characters, more than 80; shorten it"),
+        "{}",
+        out.stderr
+    );
+    let out = spawn("two\nlines");
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--summary holds more than one line"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !sandbox.agent_dir(1).exists(),
+        "a refused spawn makes no agent"
+    );
+    // Eighty characters, not bytes.
+    let out = spawn(&"é".repeat(80));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+}
