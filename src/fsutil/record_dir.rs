@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::durability::Durability;
 use super::nofollow;
-use super::records::{create_file_in, pretty_json, write_atomic_in};
+use super::records::{TEMP_PREFIX, create_file_in, pretty_json, write_atomic_in};
 
 /// A directory whose records are written through a descriptor held open,
 /// names resolved beneath it without following a link. An agent holds its
@@ -86,6 +86,36 @@ impl RecordDir {
             Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Removes what writes cut short left: the temporary files of
+    /// `write_atomic`, once no writer can be at work in the directory (its
+    /// agent and everything it started are gone).
+    pub fn remove_torn_writes(&self) -> io::Result<()> {
+        let listing = nix::dir::Dir::openat(
+            self.fd.as_fd(),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let torn: Vec<std::ffi::CString> = listing
+            .into_iter()
+            .flatten()
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_bytes()
+                    .starts_with(TEMP_PREFIX.as_bytes())
+            })
+            .map(|entry| entry.file_name().to_owned())
+            .collect();
+        for name in torn {
+            match unlinkat(self.fd.as_fd(), name.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// The directory `name` in it, made if missing.

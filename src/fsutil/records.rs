@@ -229,13 +229,16 @@ fn too_large(size: u64, cap: u64) -> io::Error {
     ))
 }
 
+/// How the temporary files of atomic writes begin.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
 /// A fresh temporary file in `dir`, named so that it cannot clash with a
 /// record or with another writer's temporary.
 fn create_temp(dir: BorrowedFd<'_>) -> io::Result<(String, OwnedFd)> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     loop {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!(".tmp-{}-{n}", std::process::id());
+        let name = format!("{TEMP_PREFIX}{}-{n}", std::process::id());
         match nofollow::open_beneath(
             dir,
             Path::new(&name),

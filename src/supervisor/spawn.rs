@@ -302,6 +302,16 @@ fn conclude(task: TaskFile, outcome: ChildOutcome) -> Result<AgentRun, SpawnErro
     // has the last word only when it had to stop the child, or lost it.
     let sealed_by_child = matches!(outcome.status, AgentStatus::Completed | AgentStatus::Failed)
         && (outcome.finish.is_some() || outcome.verdict.is_some());
+    // A write the agent was making when it was killed is garbage; its
+    // records are whole without it.
+    if let Err(e) =
+        crate::fsutil::RecordDir::open(&task.subagent_dir()).and_then(|d| d.remove_torn_writes())
+    {
+        crate::tell!(
+            "troupe: cannot clear torn writes in {}: {e}",
+            task.subagent_dir().display()
+        );
+    }
     if !sealed_by_child {
         transcript::seal(
             &task.transcript_path(),

@@ -234,6 +234,11 @@ fn a_second_ctrl_c_leaves_no_agent_running_in_the_record() {
             })
             .is_some_and(|journal| journal.contains("sleep 120"))
     });
+    // As a kill in the middle of a transcript write leaves it.
+    let worker = crate::faults::first_run(&sandbox)
+        .unwrap()
+        .join("a/worker-1/.subagent");
+    std::fs::write(worker.join(".tmp-4242-0"), "{\"half").unwrap();
     crate::faults::signal(&troupe, "-INT");
     std::thread::sleep(std::time::Duration::from_millis(100));
     crate::faults::signal(&troupe, "-INT");
@@ -244,6 +249,14 @@ fn a_second_ctrl_c_leaves_no_agent_running_in_the_record() {
     assert_ne!(worker["status"], "running", "{worker}");
     let shown = crate::common::cli(&sandbox, &["show", "last"]);
     assert!(!shown.stdout.contains("running"), "{}", shown.stdout);
+    // No write cut short by the kills is left behind.
+    let torn: Vec<String> = walkdir::WalkDir::new(sandbox.ws().join("sub_agent_results"))
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+        .map(|e| e.path().display().to_string())
+        .collect();
+    assert!(torn.is_empty(), "{torn:?}");
 }
 
 #[test]
