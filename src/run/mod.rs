@@ -115,6 +115,11 @@ pub enum TeamError {
     Resume(#[from] ResumeError),
     #[error("cannot keep the run's records: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot make the run's directory {path}: {source}", path = .path.display())]
+    RunDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot resume the run's checkouts: {0}")]
     Isolation(#[from] IsolationError),
 }
@@ -140,8 +145,12 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
                 .workspace
                 .join(crate::protocol::RESULTS_DIR)
                 .join(&run_id);
-            crate::fsutil::nofollow::create_new_dir(&run_dir)?;
-            let held = DirLock::take(&run_dir).map_err(std::io::Error::other)?;
+            let made = crate::fsutil::nofollow::create_new_dir(&run_dir)
+                .and_then(|_| DirLock::take(&run_dir).map_err(std::io::Error::other));
+            let held = made.map_err(|source| TeamError::RunDir {
+                path: run_dir.clone(),
+                source,
+            })?;
             let mut record =
                 fresh_record(&config.workspace, &config.team, &run_id, &goal, &run_dir);
             record.models = config.models.clone();
@@ -483,6 +492,7 @@ async fn save_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> 
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         crate::fsutil::write_atomic(&path, &bytes, crate::fsutil::Durability::Commit)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
     })
     .await
     .map_err(std::io::Error::other)?

@@ -297,3 +297,33 @@ fn a_spawn_summary_is_one_line_of_at_most_eighty_characters() {
     let out = spawn(&"é".repeat(80));
     assert_eq!(out.code, 0, "{}", out.stderr);
 }
+
+#[test]
+fn a_workspace_the_user_cannot_write_is_named_in_the_error() {
+    let root = crate::hostile::is_root();
+    let setpriv = crate::common::on_path("setpriv");
+    if !crate::common::present("an unwritable workspace", "setpriv", !root || setpriv) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let model = sandbox.script(json!({"rules": []}));
+    let mut command = troupe();
+    command
+        .args(["run", "a goal", "--model", &model, "--workspace"])
+        .arg(sandbox.ws());
+    let command = crate::hostile::unprivileged(&sandbox, command);
+    // Read-only to its owner, who is who runs troupe now.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sandbox.ws(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let out = run(command);
+    std::fs::set_permissions(sandbox.ws(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    let results = sandbox.ws().join("sub_agent_results");
+    assert!(
+        out.stderr.contains("Permission denied")
+            && out.stderr.contains(&results.display().to_string()),
+        "the error names the path it could not make: {}",
+        out.stderr
+    );
+}
