@@ -89,7 +89,10 @@ fn mermaid_escape(text: &str) -> String {
 /// longer than the widest node is cut, whole in the node's tooltip.
 const MIN_NODE_W: usize = 180;
 const MAX_NODE_W: usize = 420;
-/// About what one character of the bold id takes, in pixels.
+/// What one character of an id takes, in pixels, at least: ids are drawn
+/// in the reader's monospace font at 14 px, whose characters are about
+/// 0.6 em (8.4 px) wide in every common monospace font, so the box fits
+/// the id whichever font the browser picks.
 const CHAR_W: usize = 9;
 const NODE_H: usize = 54;
 const GAP_X: usize = 70;
@@ -149,8 +152,8 @@ pub fn svg(plan: &Plan, status: StatusOf<'_>) -> String {
         out.push_str(&format!(
             "<g class=\"node\" data-step=\"{id}\" data-status=\"{st}\"><title>{id}: {title}</title>\
              <rect x=\"{x}\" y=\"{y}\" width=\"{node_w}\" height=\"{NODE_H}\" rx=\"8\" fill=\"{fill}\" stroke=\"#455a64\"/>\
-             <text x=\"{tx}\" y=\"{ty1}\" font-weight=\"bold\">{shown_id}</text>\
-             <text x=\"{tx}\" y=\"{ty2}\" font-size=\"12\">{shown}</text></g>\n",
+             <text x=\"{tx}\" y=\"{ty1}\" font-family=\"monospace\" font-size=\"14\" font-weight=\"bold\">{shown_id}</text>\
+             <text x=\"{tx}\" y=\"{ty2}\" font-family=\"monospace\" font-size=\"12\">{shown}</text></g>\n",
             id = xml(&step.id),
             shown_id = xml(&cut(&step.id, fits)),
             st = state.map_or("", StepStatus::as_str),

@@ -62,8 +62,40 @@ fn chromium() -> Option<&'static str> {
         })
 }
 
+/// A fontconfig file in `dir` that gives the browser only the fonts in
+/// `fonts`: the page must read right whichever fonts a machine has.
+fn only_fonts(dir: &Path, fonts: &Path) -> std::path::PathBuf {
+    let file = dir.join(format!(
+        "fonts-{}.conf",
+        fonts.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(
+        &file,
+        format!(
+            "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"fonts.dtd\">\n<fontconfig><dir>{}</dir><cachedir>{}</cachedir></fontconfig>\n",
+            fonts.display(),
+            dir.join("font-cache").display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
 fn browse(browser: &str, page: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(browser)
+    browse_with(browser, page, extra, None)
+}
+
+fn browse_with(
+    browser: &str,
+    page: &Path,
+    extra: &[&str],
+    fonts: Option<&Path>,
+) -> std::process::Output {
+    let mut command = Command::new(browser);
+    if let Some(conf) = fonts {
+        command.env("FONTCONFIG_FILE", conf);
+    }
+    command
         .args([
             "--headless",
             "--no-sandbox",
@@ -137,6 +169,25 @@ fn the_report_reads_right_in_a_browser() {
 
     for node in check["nodes"].as_array().unwrap() {
         assert_eq!(node["fits"], true, "the id stays in its box: {node}");
+    }
+    // And with only one family of the fonts Debian ships, each in turn.
+    let families = ["dejavu", "liberation", "noto", "freefont"]
+        .map(|name| Path::new("/usr/share/fonts/truetype").join(name));
+    for fonts in families.iter().filter(|dir| dir.is_dir()) {
+        let conf = only_fonts(sandbox.root(), fonts);
+        let dom = browse_with(browser, &probed, &["--dump-dom"], Some(&conf));
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        let start = dom.find("data-check=\"").expect("the probe ran") + "data-check=\"".len();
+        let end = start + dom[start..].find('"').unwrap();
+        let check: Value = serde_json::from_str(&html_unescape(&dom[start..end])).unwrap();
+        for node in check["nodes"].as_array().unwrap() {
+            assert_eq!(
+                node["fits"],
+                true,
+                "the id stays in its box with only {}: {node}",
+                fonts.display()
+            );
+        }
     }
     let into_join: Vec<i64> = check["ends"]["join"]
         .as_array()
