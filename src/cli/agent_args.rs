@@ -29,6 +29,14 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SECS", default_value_t = 5, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_none)]
     pub kill_grace: u64,
 
+    /// Tokens each agent may spend (prompt and completion, as troupe
+    /// counts them from the answers it relays): near them the agent is
+    /// told to wrap up, and past them, after three answers for the
+    /// wrap-up, it is stopped with stop reason token_limit. The run's
+    /// --max-tokens bounds them all together.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
+    pub max_agent_tokens: Option<u64>,
+
     /// Model turns before an agent must wrap up.
     #[arg(long, value_name = "N", default_value_t = 50, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_turns: u32,
@@ -188,7 +196,7 @@ impl AgentArgs {
             program_takes_session,
             serve: self.serve_limits(),
             hygiene,
-            limits: self.agent_limits(max_tokens),
+            limits: self.agent_limits(max_tokens.or(self.max_agent_tokens)),
             sandbox,
             prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
             launcher: launcher_of(launcher.as_deref(), results)?,

@@ -62,7 +62,8 @@ pub struct SpawnArgs {
     #[arg(long, value_name = "DIR")]
     pub deliverables_dir: Option<PathBuf>,
 
-    /// Total tokens before the agent must wrap up (default: no limit).
+    /// Total tokens before the agent must wrap up (default: no limit); for
+    /// the one agent of a spawn, the same as --max-agent-tokens.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_tokens: Option<u64>,
 

@@ -38,6 +38,9 @@ pub struct ChildRun<'a> {
     /// The most model answers the child may ask for: its turn limit and
     /// the wrap-up after it.
     pub max_requests: u32,
+    /// The tokens the child may spend (`--max-agent-tokens`): past them,
+    /// three more answers for its wrap-up, and then it is stopped.
+    pub max_tokens: Option<u64>,
     pub model: Arc<dyn ChatModel>,
     pub limits: ServeLimits,
     pub events: &'a dyn EventSink,
@@ -100,4 +103,7 @@ pub struct ChildOutcome {
     pub changing_calls: u32,
     /// Where the time outside the agent's own work went.
     pub timings: AgentTimings,
+    /// Why the parent stopped the child, when a limit of the child's own
+    /// did (its token cap): the child's word on it does not count.
+    pub stop_reason: Option<StopReason>,
 }

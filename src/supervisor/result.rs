@@ -38,7 +38,9 @@ impl AgentResult {
         let dir = task.agent_dir_display();
         let id = &task.agent_id;
         let secs = outcome.stats.runtime_seconds;
-        let stop_reason = outcome.finish.as_ref().and_then(|f| f.stop_reason);
+        let stop_reason = outcome
+            .stop_reason
+            .or_else(|| outcome.finish.as_ref().and_then(|f| f.stop_reason));
         let error = outcome.error.clone();
         let message = match outcome.status {
             AgentStatus::Completed => format!("Sub-agent {id} completed its task"),

@@ -192,7 +192,13 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                     CancelReason::ProtocolError,
                 )
                 .await;
-            (AgentStatus::Error, Some(why))
+            // Past its token cap, an agent has failed as one that spent
+            // its tokens, whatever it did after.
+            let status = match e {
+                Violation::PastTokenCap(_) => AgentStatus::Failed,
+                _ => AgentStatus::Error,
+            };
+            (status, Some(why))
         }
     };
     served.pending.abort_all();

@@ -23,10 +23,14 @@ use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
 use crate::llm::{Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
 use crate::protocol::{
-    AgentRole, AgentStats, AgentStatus, FromChild, ModelFailure, PROTOCOL_VERSION, ToChild,
-    VerdictReport, decode_line, parse_verdict, round_seconds,
+    AgentRole, AgentStats, AgentStatus, FromChild, ModelFailure, PROTOCOL_VERSION, StopReason,
+    ToChild, VerdictReport, decode_line, parse_verdict, round_seconds,
 };
 use crate::record::AgentTimings;
+
+/// The answers a child gets after its token cap is spent: its wrap-up turn
+/// and the two reminders of a model that does not finish.
+const WRAP_UP_ANSWERS: u32 = 3;
 
 /// A model request's id, when it was asked, and the answer.
 pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
@@ -55,6 +59,10 @@ pub(super) struct Served<'r, 'a> {
     turns: u32,
     /// Model requests the child made, and the id of the last one.
     requests: u32,
+    /// Those made after its token cap was spent.
+    past_cap: u32,
+    /// Why the parent stopped the child, when a limit of its own did.
+    pub(super) stop_reason: Option<StopReason>,
     last_request: Option<u64>,
     /// The last answer delivered, which a reviewer's verdict must match.
     last_answer: Option<Message>,
@@ -91,6 +99,8 @@ impl<'r, 'a> Served<'r, 'a> {
             usage: Usage::default(),
             turns: 0,
             requests: 0,
+            past_cap: 0,
+            stop_reason: None,
             last_request: None,
             last_answer: None,
             refused_as_too_long: false,
@@ -241,6 +251,13 @@ impl<'r, 'a> Served<'r, 'a> {
         self.requests += 1;
         if self.requests > self.run.max_requests {
             return Err(Violation::TooManyRequests(self.run.max_requests));
+        }
+        if let Some(cap) = self.run.max_tokens.filter(|cap| self.usage.total >= *cap) {
+            self.past_cap += 1;
+            if self.past_cap > WRAP_UP_ANSWERS {
+                self.stop_reason = Some(StopReason::TokenLimit);
+                return Err(Violation::PastTokenCap(cap));
+            }
         }
         if self.pending.len() >= MAX_PENDING_REQUESTS {
             return Err(Violation::Flood);
@@ -477,6 +494,7 @@ impl<'r, 'a> Served<'r, 'a> {
             stats,
             changing_calls: self.changing_calls,
             timings: self.timings,
+            stop_reason: self.stop_reason,
         }
     }
 }

@@ -225,6 +225,7 @@ pub async fn run_prepared(
         key: task.agent_key(),
         role: task.role,
         max_requests: task.limits.max_requests(),
+        max_tokens: task.limits.max_tokens,
         model,
         limits: config.limits,
         events,

@@ -25,6 +25,10 @@ pub enum Violation {
         "the agent asked for more than {0} model answers, three for each turn of its limit (--max-turns) and the wrap-up"
     )]
     TooManyRequests(u32),
+    #[error(
+        "the agent asked for more model answers after it had spent its {0} tokens (--max-agent-tokens) than the three of a wrap-up"
+    )]
+    PastTokenCap(u64),
     #[error("more than {MAX_PENDING_REQUESTS} model requests at once")]
     Flood,
     #[error("a {sender} sent `{kind}`, which only a {role} sends")]

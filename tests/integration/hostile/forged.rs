@@ -105,6 +105,28 @@ fn requests_beyond_the_turn_limit_are_refused() {
 }
 
 #[test]
+fn a_child_that_asks_on_past_its_token_cap_is_stopped_with_token_limit() {
+    let sandbox = Sandbox::new();
+    let asks: Vec<String> = (1..=7).map(ask).collect();
+    let body = format!("{HELLO}\n{}\nsleep 300", asks.join("\n"));
+    let run = fake_spawn(&sandbox, &body, &["--max-agent-tokens", "15"]);
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    let result = run.json();
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["stop_reason"], "token_limit", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("after it had spent its 15 tokens (--max-agent-tokens)"),
+        "{error}"
+    );
+    assert_eq!(
+        result["stats"]["token_usage"]["total"], 50,
+        "two answers reach the cap, three more are the wrap-up"
+    );
+    assert_eq!(sandbox.transcript(1)["status"], "failed");
+}
+
+#[test]
 fn reports_come_once_and_from_their_role() {
     let sandbox = Sandbox::new();
     let finished = r#"echo '{"type":"finished","success":true,"summary":"done","deliverables_files":[],"stats":{"runtime_seconds":0,"files_read":0,"searches":0,"web_pages":0,"commands":0,"token_usage":{"prompt":0,"completion":0,"total":0}}}'"#;

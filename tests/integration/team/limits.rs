@@ -92,3 +92,53 @@ fn the_token_budget_stops_new_agents() {
     assert_eq!(team.step("b")["status"], "skipped");
     assert_eq!(team.record()["totals"]["token_usage"]["total"], 700);
 }
+
+#[test]
+fn each_agent_wraps_up_at_its_own_token_cap_and_the_others_go_on() {
+    let sandbox = Sandbox::new();
+    // a's worker spends 700 tokens in its first answer; its cap is 500.
+    let costly = vec![
+        json!({"usage": {"prompt": 600, "completion": 100}, "tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}]}),
+        json!({"content": "Out of tokens; a.txt is written."}),
+    ];
+    let rules = vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", costly),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &[
+            "--max-agent-tokens",
+            "500",
+            "--max-retries",
+            "0",
+            "--max-replans",
+            "0",
+            "--isolation",
+            "shared",
+        ],
+    );
+    assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+    let result = crate::common::read_json(&team.dir.join("a/worker-1/.subagent/result.json"));
+    assert_eq!(result["stop_reason"], "token_limit", "{result}");
+    assert_eq!(team.step("a")["status"], "failed");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.ws().join("a.txt")).unwrap(),
+        "a",
+        "what it wrote before its cap is kept"
+    );
+    assert_eq!(
+        team.step("b")["status"],
+        "completed",
+        "b has a cap of its own"
+    );
+    assert!(
+        team.dir
+            .join("a/worker-1/.subagent/conversations.json")
+            .is_file(),
+        "the transcript is kept"
+    );
+}
