@@ -1,8 +1,11 @@
 //! What a newcomer meets in the first hour: closed pipes, an endpoint
 //! that is not there, hand-written plan files, a mistyped spawn, numbers,
-//! and the conveniences of the CLIs people already know.
+//! the conveniences of the CLIs people already know, and a README that
+//! reads in the order they work and says what the code does.
 
 mod conveniences;
 mod errors;
+mod markdown;
 mod pipes;
+mod readme;
 mod smaller;
