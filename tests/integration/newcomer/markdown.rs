@@ -169,3 +169,38 @@ pub fn code_blocks(text: &str) -> Vec<(String, String)> {
     }
     blocks
 }
+
+/// The first table whose header's first cell is `first`: its header row,
+/// then its body rows; cells trimmed, `\|` read as `|`.
+pub fn table(text: &str, first: &str) -> Vec<Vec<String>> {
+    let cells = |line: &str| -> Vec<String> {
+        let line = line.trim().trim_start_matches('|').trim_end_matches('|');
+        line.replace("\\|", "\u{0}")
+            .split('|')
+            .map(|cell| cell.trim().replace('\u{0}', "|"))
+            .collect()
+    };
+    let rows: Vec<&str> = text.lines().collect();
+    let header = rows
+        .iter()
+        .position(|line| line.starts_with('|') && cells(line)[0] == first)
+        .unwrap_or_else(|| panic!("no table whose first column is `{first}`"));
+    std::iter::once(rows[header])
+        .chain(
+            rows[header + 2..]
+                .iter()
+                .copied()
+                .take_while(|line| line.starts_with('|')),
+        )
+        .map(cells)
+        .collect()
+}
+
+/// What a text quotes in code spans, in order.
+pub fn quoted(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}

@@ -3,6 +3,7 @@
 //! the conveniences of the CLIs people already know, and a README that
 //! reads in the order they work and says what the code does.
 
+mod contradictions;
 mod conveniences;
 mod errors;
 mod markdown;
