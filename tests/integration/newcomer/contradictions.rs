@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::markdown::{documents, quoted, read, readme, repo, section, table};
 use crate::common::mock_model::{MockModel, MockResponse};
 use crate::common::{Sandbox, processes_with, spawn};
-use crate::team::{approving_reviewer, planner, step, team_run, worker_rule, worker_writes};
+use crate::team::{planner, step, team_run, two_steps_at_once, worker_rule, worker_writes};
 
 /// The tools the README's table gives a Reviewer: always, and only where
 /// the sandbox is fully enforced.
@@ -225,17 +225,9 @@ fn said_last(stderr: &str) -> (String, Vec<String>) {
 
 #[test]
 fn an_isolated_run_ends_with_the_lines_the_readme_quotes() {
-    let rules = || {
-        vec![
-            planner(json!([step("a", &[]), step("b", &[])])),
-            worker_rule("a", worker_writes("a", 0)),
-            worker_rule("b", worker_writes("b", 0)),
-            approving_reviewer(),
-        ]
-    };
     let isolated = ["--isolation", "worktree"];
 
-    let applied = team_run(&Sandbox::new(), rules(), &isolated);
+    let applied = team_run(&Sandbox::new(), two_steps_at_once(), &isolated);
     assert_eq!(applied.run.code, 0, "{}", applied.run.stderr);
     let (line, after) = said_last(&applied.run.stderr);
     assert!(line.starts_with("troupe: applied branch"), "{line}");
@@ -243,7 +235,7 @@ fn an_isolated_run_ends_with_the_lines_the_readme_quotes() {
 
     let kept = team_run(
         &Sandbox::new(),
-        rules(),
+        two_steps_at_once(),
         &[&isolated[..], &["--no-apply"]].concat(),
     );
     assert_eq!(kept.run.code, 0, "{}", kept.run.stderr);
@@ -256,7 +248,7 @@ fn an_isolated_run_ends_with_the_lines_the_readme_quotes() {
         json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "half.txt", "content": "half"}}]}),
         json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "could not"}}]}),
     ];
-    let mut failing = rules();
+    let mut failing = two_steps_at_once();
     failing[1] = worker_rule("a", gives_up.clone());
     failing[2] = worker_rule("b", gives_up);
     let failed = team_run(&Sandbox::new(), failing, &isolated);
