@@ -11,8 +11,8 @@ use crate::common::{Sandbox, cli, read_json, troupe};
 use crate::faults::{has_event, signal, start_run, team_run_resume, wait_exit, wait_for};
 use crate::hostile::unprivileged;
 use crate::team::{
-    TeamRun, approving_reviewer, finish_team_run, planner, step, team_command, team_run, verdict,
-    worker_rule, worker_writes,
+    TeamRun, approving_reviewer, finish_team_run, planner, step, team_command, team_run,
+    two_steps_at_once, verdict, worker_rule, worker_writes,
 };
 
 /// git in `dir`, with an identity; its stdout, or a panic with stderr.
@@ -738,16 +738,8 @@ fn an_interrupted_isolated_run_resumes_on_its_branch() {
 
 #[test]
 fn without_git_auto_shares_the_workspace_and_worktree_fails_the_run() {
-    let rules = || {
-        vec![
-            planner(json!([step("a", &[]), step("b", &[])])),
-            worker_rule("a", worker_writes("a", 0)),
-            worker_rule("b", worker_writes("b", 0)),
-            approving_reviewer(),
-        ]
-    };
     let sandbox = Sandbox::new();
-    let mut command = team_command(&sandbox, rules(), &["--max-replans", "0"]);
+    let mut command = team_command(&sandbox, two_steps_at_once(), &["--max-replans", "0"]);
     command.env("PATH", "/nonexistent");
     let shared = finish_team_run(&sandbox, command);
     assert_eq!(shared.run.code, 0, "{}", shared.run.stderr);
@@ -768,7 +760,7 @@ fn without_git_auto_shares_the_workspace_and_worktree_fails_the_run() {
     let sandbox = Sandbox::new();
     let mut command = team_command(
         &sandbox,
-        rules(),
+        two_steps_at_once(),
         &["--isolation", "worktree", "--max-replans", "0"],
     );
     command.env("PATH", "/nonexistent");

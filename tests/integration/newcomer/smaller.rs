@@ -3,7 +3,9 @@
 use serde_json::json;
 
 use crate::common::{Sandbox, run, troupe};
-use crate::team::{approving_reviewer, planner, step, worker_rule, worker_writes};
+use crate::team::{
+    approving_reviewer, planner, step, two_steps_at_once, worker_rule, worker_writes,
+};
 
 #[test]
 fn a_base_url_with_the_endpoint_path_is_refused_with_the_fix() {
@@ -179,16 +181,8 @@ fn color_never_reaches_help_and_argument_errors() {
 fn clean_branches_removes_the_runs_branches_and_nothing_else() {
     let sandbox = Sandbox::new();
     crate::isolation::repository(&sandbox);
-    let rules = || {
-        vec![
-            planner(json!([step("a", &[]), step("b", &[])])),
-            worker_rule("a", worker_writes("a", 0)),
-            worker_rule("b", worker_writes("b", 0)),
-            approving_reviewer(),
-        ]
-    };
     for _ in 0..2 {
-        let mut command = crate::team::team_command(&sandbox, rules(), &["--no-apply"]);
+        let mut command = crate::team::team_command(&sandbox, two_steps_at_once(), &["--no-apply"]);
         command.args(["--isolation", "worktree"]);
         assert_eq!(run(command).code, 0);
     }

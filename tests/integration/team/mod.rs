@@ -45,6 +45,17 @@ pub fn approving_reviewer() -> Value {
     json!({"role": "reviewer", "reply": [verdict(json!(true), "none")]})
 }
 
+/// Two steps that can run at once, `a` and `b`, each writing its
+/// `<id>.txt`, and a reviewer that approves both.
+pub fn two_steps_at_once() -> Vec<Value> {
+    vec![
+        planner(json!([step("a", &[]), step("b", &[])])),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        approving_reviewer(),
+    ]
+}
+
 /// `troupe validate` of a plan file holding `text`.
 pub fn validate(sandbox: &Sandbox, text: &str) -> Run {
     let path = sandbox.root().join("plan.json");
