@@ -252,7 +252,10 @@ async fn run_task(
     stats.servers_unstarted(servers.unstarted.clone());
     let registry = match task.role {
         AgentRole::Reviewer => ToolRegistry::reviewer(with_shell),
-        AgentRole::Worker => ToolRegistry::worker(),
+        AgentRole::Worker => match &task.output_schema {
+            Some(schema) => ToolRegistry::worker().returning(schema.clone()),
+            None => ToolRegistry::worker(),
+        },
     }
     .with(servers.tools)
     .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
@@ -294,6 +297,7 @@ fn report(
             success,
             summary,
             stop_reason,
+            result,
         } => {
             let status = if success {
                 AgentStatus::Completed
@@ -307,6 +311,7 @@ fn report(
                 deliverables_files: deliverables::collect(ctx),
                 stats,
                 stop_reason: Some(stop_reason),
+                result,
             }));
             (
                 sealed,

@@ -33,6 +33,8 @@ pub enum LoopEnd {
         success: bool,
         summary: String,
         stop_reason: StopReason,
+        /// The typed result `finish_task` was given, if any.
+        result: Option<serde_json::Value>,
     },
     /// A reviewer's verdict.
     Verdict(VerdictReport),

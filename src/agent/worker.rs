@@ -33,6 +33,7 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
                     success: false,
                     summary: cut.to_string(),
                     stop_reason: StopReason::OutputLimit,
+                    result: None,
                 });
             }
             Err(end) => return Err(end),
@@ -51,6 +52,7 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
                 success: false,
                 summary,
                 stop_reason: StopReason::NoFinishTask,
+                result: None,
             });
         }
         let results = session.run_calls(&reply.tool_calls).await?;
@@ -59,6 +61,7 @@ async fn drive(session: &mut Session<'_>) -> Result<LoopEnd, LoopEnd> {
                 success: finish.success,
                 summary: finish.summary,
                 stop_reason: StopReason::FinishTask,
+                result: finish.result,
             });
         }
         if session.stagnating() {
@@ -88,5 +91,6 @@ async fn wrap_up(session: &mut Session<'_>, reason: StopReason) -> Result<LoopEn
         success: false,
         summary,
         stop_reason: reason,
+        result: None,
     })
 }

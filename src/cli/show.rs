@@ -37,7 +37,7 @@ impl Format {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  troupe show 1 --full\n  troupe show last\n  troupe show last/step_2 --json\n  troupe show last --format dot | dot -Tsvg > plan.svg\n  troupe show last --follow"
+    after_help = "Examples:\n  troupe show 1 --full\n  troupe show last\n  troupe show last/step_2 --json\n  troupe show last/extract --result | jq .urls\n  troupe show last --format dot | dot -Tsvg > plan.svg\n  troupe show last --follow"
 )]
 pub struct ShowArgs {
     /// An agent (agent_1 or 1), a run id, RUN/STEP, RUN/STEP/worker-1, or a
@@ -69,6 +69,12 @@ pub struct ShowArgs {
     #[arg(long)]
     pub diff: bool,
 
+    /// For a step with an output_schema: print its result alone, as JSON,
+    /// for scripts (`troupe show last/extract --result | jq .urls`); exit
+    /// 1 when the step has none (not done, or no schema).
+    #[arg(long, conflicts_with_all = ["diff", "json", "follow"])]
+    pub result: bool,
+
     #[command(flatten)]
     pub place: Place,
 }
@@ -98,6 +104,13 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError::Said(format!(
             "--format {} draws a run's plan; `{}` is not a run",
             args.format.name(),
+            args.target
+        ))
+        .into());
+    }
+    if args.result && !matches!(target, Target::Step { .. }) {
+        return Err(UsageError::Said(format!(
+            "--result prints a step's result; `{}` is not a step (name it RUN/STEP)",
             args.target
         ))
         .into());
@@ -145,12 +158,44 @@ pub async fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 print_diff(&record, found)?;
                 return Ok(ExitCode::SUCCESS);
             }
+            if args.result {
+                return Ok(print_result(found));
+            }
             if args.json {
                 crate::say!("{}", serde_json::to_string_pretty(found)?);
             } else {
                 crate::console::out(&step_text(found, &render));
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A step's result alone, or why it has none (exit 1).
+fn print_result(step: &crate::record::StepRecord) -> ExitCode {
+    match (&step.result, &step.output_schema) {
+        (Some(result), _) => {
+            crate::say!(
+                "{}",
+                serde_json::to_string_pretty(result).unwrap_or_default()
+            );
+            ExitCode::SUCCESS
+        }
+        (None, None) => {
+            crate::tell!(
+                "troupe: step {} has no output_schema, so no result; its worker's summary is in troupe show RUN/{}",
+                step.id,
+                step.id
+            );
+            ExitCode::FAILURE
+        }
+        (None, Some(_)) => {
+            crate::tell!(
+                "troupe: step {} has no result yet: it is {}",
+                step.id,
+                step.status.as_str()
+            );
+            ExitCode::FAILURE
         }
     }
 }

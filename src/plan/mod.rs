@@ -1,5 +1,5 @@
-//! The plan: `{summary, steps: [{id, description, type, dependencies}]}`,
-//! parsed strictly from what a Planner model wrote.
+//! The plan: `{summary, steps: [{id, description, type, dependencies,
+//! output_schema?}]}`, parsed strictly from what a Planner model wrote.
 //!
 //! Strict means an invalid plan is an error with the reason, never silently
 //! repaired: unique non-empty ids, every dependency declared, no cycle, at
@@ -8,6 +8,7 @@
 //! surrounding prose.
 
 mod levels;
+pub mod output;
 mod parse;
 #[cfg(test)]
 mod proptests;
@@ -36,6 +37,10 @@ pub struct Step {
     pub kind: String,
     #[serde(default)]
     pub dependencies: Vec<String>,
+    /// The JSON Schema of the `result` its worker must return
+    /// (`plan::output`); without it, the worker's summary is its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// The JSON Schema of a plan, for endpoints that hold answers to one
@@ -54,7 +59,8 @@ pub fn plan_schema() -> serde_json::Value {
                         "id": {"type": "string"},
                         "description": {"type": "string"},
                         "type": {"type": "string"},
-                        "dependencies": {"type": "array", "items": {"type": "string"}}
+                        "dependencies": {"type": "array", "items": {"type": "string"}},
+                        "output_schema": {"type": "object"}
                     },
                     "required": ["id", "description", "type", "dependencies"],
                     "additionalProperties": false

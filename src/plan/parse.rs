@@ -65,6 +65,10 @@ pub enum PlanError {
         "step `{step}` depends on `{dependency}`, which did not complete; depend on completed steps or new ones"
     )]
     UnfinishedDependency { step: String, dependency: String },
+    #[error(
+        "step `{step}`: its output_schema is not a JSON Schema troupe can check results against: {why}"
+    )]
+    OutputSchema { step: String, why: String },
     #[error("the dependencies form a cycle: {}", .cycle.join(" -> "))]
     Cycle { cycle: Vec<String> },
 }
@@ -75,7 +79,7 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
 }
 
 const PLAN_FIELDS: &[&str] = &["summary", "steps"];
-const STEP_FIELDS: &[&str] = &["id", "description", "type", "dependencies"];
+const STEP_FIELDS: &[&str] = &["id", "description", "type", "dependencies", "output_schema"];
 
 /// A plan file (`--plan`, `troupe validate`), written by hand or by
 /// `troupe plan`: one JSON object and nothing after it, every field one a
@@ -101,7 +105,7 @@ pub fn parse_plan_file(text: &str) -> Result<Plan, PlanError> {
                     &at,
                     fields,
                     STEP_FIELDS,
-                    "id, description, type and dependencies",
+                    "id, description, type, dependencies and output_schema",
                 )?;
             }
         }
@@ -245,11 +249,24 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
             .ok_or_else(|| wrong("dependencies", "a list of step ids (strings)"))?,
         Some(_) => return Err(wrong("dependencies", "a list of step ids (strings)")),
     };
+    let output_schema = match fields.get("output_schema") {
+        None | Some(Value::Null) => None,
+        Some(schema) => match super::output::schema_error(schema) {
+            None => Some(schema.clone()),
+            Some(why) => {
+                return Err(PlanError::OutputSchema {
+                    step: id.clone(),
+                    why,
+                });
+            }
+        },
+    };
     Ok(Step {
         id,
         description,
         kind,
         dependencies,
+        output_schema,
     })
 }
 

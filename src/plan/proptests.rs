@@ -32,6 +32,7 @@ fn valid_plan() -> impl Strategy<Value = Plan> {
                     description: format!("do {description}"),
                     kind: kind.clone(),
                     dependencies,
+                    output_schema: None,
                 }
             })
             .collect();

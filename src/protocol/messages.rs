@@ -313,6 +313,10 @@ pub struct FinishReport {
     pub stats: AgentStats,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<StopReason>,
+    /// The `result` of a step with an `output_schema`, as the worker gave
+    /// it to `finish_task`; unchecked until the parent checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
 }
 
 /// The payload of `verdict`.

@@ -73,6 +73,10 @@ pub struct TaskFile {
     /// When the agent flushes its records to the disk (`--durability`).
     #[serde(default)]
     pub durability: DurabilityMode,
+    /// A worker's step's `output_schema`: its `finish_task` then takes a
+    /// `result` of that shape, which the parent checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -111,6 +115,7 @@ impl TaskFile {
             mcp: Vec::new(),
             mcp_remote: Vec::new(),
             durability: DurabilityMode::default(),
+            output_schema: None,
             created_at,
         }
     }

@@ -148,6 +148,12 @@ pub struct StepRecord {
     #[serde(rename = "type")]
     pub kind: String,
     pub dependencies: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// What the step returned: its approved worker's `result`, checked
+    /// against `output_schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
     /// 0 for the first plan, n for the n-th replan.
     pub round: u32,
     pub status: StepStatus,
@@ -170,6 +176,8 @@ impl StepRecord {
             description: step.description.clone(),
             kind: step.kind.clone(),
             dependencies: step.dependencies.clone(),
+            output_schema: step.output_schema.clone(),
+            result: None,
             round,
             status: StepStatus::Pending,
             reason: None,
@@ -192,6 +200,7 @@ impl StepRecord {
                     worker: None,
                     claims: None,
                     change: None,
+                    result_errors: Vec::new(),
                     reviews: Vec::new(),
                 });
                 let last = self.attempts.len() - 1;
@@ -207,7 +216,21 @@ impl StepRecord {
             description: self.description.clone(),
             kind: self.kind.clone(),
             dependencies: self.dependencies.clone(),
+            output_schema: self.output_schema.clone(),
         }
+    }
+
+    /// The result of a step that returns one and is done: its last
+    /// worker's, which the step checked against its output_schema before
+    /// it went on. None for a step without a schema, whatever a worker
+    /// sent.
+    pub fn checked_result(&self) -> Option<serde_json::Value> {
+        let done = matches!(self.status, StepStatus::Completed | StepStatus::Unreviewed);
+        self.output_schema.as_ref().filter(|_| done)?;
+        self.attempts
+            .last()
+            .and_then(|a| a.worker.as_ref())
+            .and_then(|w| w.result.clone())
     }
 
     /// Completed, or accepted without a review.
@@ -237,6 +260,10 @@ pub struct AttemptRecord {
     /// it landed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<ChangeRecord>,
+    /// Why its worker's result does not match the step's output_schema:
+    /// the attempt went back to the worker without a review.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub result_errors: Vec<String>,
     pub reviews: Vec<AgentRecord>,
 }
 
@@ -263,6 +290,9 @@ pub struct AgentRecord {
     /// Where troupe's own time went (milliseconds).
     #[serde(default)]
     pub timings: AgentTimings,
+    /// A worker's typed result, as it gave it (checked by the step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 impl AgentRecord {
@@ -288,6 +318,7 @@ impl AgentRecord {
             success_claimed: false,
             changing_calls: 0,
             timings: AgentTimings::default(),
+            result: None,
         }
     }
 }

@@ -101,11 +101,18 @@ pub fn review_brief(
     let template = Prompt::Review.load(prompts_dir)?;
     let (attempt, worker, claims) = (review.attempt, review.worker, review.claims);
     let success = claims.success_claimed.to_string();
-    let summary = if worker.summary.trim().is_empty() {
+    let mut summary = if worker.summary.trim().is_empty() {
         "(the worker gave no summary)".to_string()
     } else {
         worker.summary.clone()
     };
+    // Checked against the step's output_schema before the review began.
+    if let (Some(_), Some(result)) = (&step.output_schema, &worker.result) {
+        summary.push_str(&format!(
+            "\n\nThe step's result (it matches the step's output_schema; judge whether it is right):\n{}",
+            pretty(result)
+        ));
+    }
     Ok(render(
         &template,
         &[
@@ -165,6 +172,9 @@ fn describe_dependency(dep: &Delivered<'_>) -> String {
     match dep.report {
         Some(report) => {
             text.push_str(&format!("\n  result: {}", report.summary.trim()));
+            if let Some(result) = dep.step.checked_result() {
+                text.push_str(&format!("\n  typed result (JSON): {}", compact(&result)));
+            }
             if !report.deliverables_files.is_empty() {
                 text.push_str(&format!(
                     "\n  files: {}",
@@ -175,6 +185,16 @@ fn describe_dependency(dep: &Delivered<'_>) -> String {
         None => text.push_str("\n  result: (no report)"),
     }
     text
+}
+
+/// A result for a reader: indented JSON.
+fn pretty(value: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default()
+}
+
+/// A result on one line, as a dependent's brief lists it.
+fn compact(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// The first of `paths`, and how many more.

@@ -117,6 +117,13 @@ pub enum RunEvent {
         attempt: u32,
         reasons: Vec<String>,
     },
+    /// A worker's result does not match its step's output_schema; the
+    /// attempt goes back to it without a review.
+    ResultInvalid {
+        step: String,
+        attempt: u32,
+        errors: Vec<String>,
+    },
     ReviewStarted {
         step: String,
         attempt: u32,
@@ -259,6 +266,7 @@ impl RunEvent {
             RunEvent::ReviewRejected { .. }
             | RunEvent::ChangeConflicted { .. }
             | RunEvent::ChangeRefused { .. }
+            | RunEvent::ResultInvalid { .. }
             | RunEvent::StepRetry { .. }
             | RunEvent::StepUnreviewed { .. }
             | RunEvent::StepSkipped { .. }
@@ -452,6 +460,10 @@ impl RunEvent {
                 let short: String = head.chars().take(10).collect();
                 format!("{step}  landed ({short})")
             }
+            RunEvent::ResultInvalid { step, errors, .. } => format!(
+                "{step}  result does not match its output_schema: {}",
+                crate::text::excerpt(&errors.join("; "), 300)
+            ),
             RunEvent::ChangeRefused { step, reasons, .. } => format!(
                 "{step}  change not landed: {}",
                 crate::text::excerpt(&reasons.join("; "), 300)

@@ -383,6 +383,18 @@ impl<'c> Owner<'c> {
                 // The reasons are in the change's record since it was made.
                 self.emit(event, |_| {});
             }
+            StepEvent::ResultInvalid { attempt, errors } => {
+                let event = RunEvent::ResultInvalid {
+                    step,
+                    attempt,
+                    errors: errors.clone(),
+                };
+                self.emit(event, |run| {
+                    if let Some(step) = run.step_mut(id) {
+                        step.attempt_mut(attempt).result_errors = errors;
+                    }
+                });
+            }
             StepEvent::Retrying { attempt } => {
                 let event = RunEvent::StepRetry { step, attempt };
                 self.emit(event, |run| {
@@ -462,6 +474,7 @@ impl<'c> Owner<'c> {
                 step.reason = reason;
                 step.completed_at = Some(Utc::now());
                 step.duration_seconds = Some(seconds);
+                step.result = step.checked_result();
             }
         });
     }

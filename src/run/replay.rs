@@ -132,6 +132,7 @@ fn record_of(result: AgentResult) -> AgentRecord {
         stats: result.stats,
         success_claimed: result.success,
         timings: result.timings,
+        result: result.result,
         ..AgentRecord::running(result.deliverables_dir)
     }
 }

@@ -220,6 +220,7 @@ fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
                 && r.description == p.description
                 && r.kind == p.kind
                 && r.dependencies == p.dependencies
+                && r.output_schema == p.output_schema
         })
 }
 
@@ -242,6 +243,7 @@ mod tests {
                 description: "do a".to_string(),
                 kind: "FILE_WRITE".to_string(),
                 dependencies: Vec::new(),
+                output_schema: None,
             }],
         };
         let team = crate::run::tests::settings();

@@ -31,6 +31,8 @@ pub struct AgentRequest {
     /// With `--isolation worktree`: the attempt's checkout, which is the
     /// agent's workspace.
     pub checkout: Option<CheckoutView>,
+    /// A worker's step's `output_schema`.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// An agent's view of its step attempt's checkout.
@@ -105,6 +107,7 @@ impl ProcessRunner {
         );
         task.step = Some(request.step);
         task.attempt = request.attempt;
+        task.output_schema = request.output_schema;
         self.settings.fill(&mut task);
         let role = match request.role {
             AgentRole::Worker => &self.workers,
@@ -156,5 +159,6 @@ fn ended(dir: String, run: &AgentRun) -> AgentRecord {
         success_claimed: outcome.finish.as_ref().is_some_and(|f| f.success),
         changing_calls: outcome.changing_calls,
         timings: outcome.timings,
+        result: outcome.finish.as_ref().and_then(|f| f.result.clone()),
     }
 }

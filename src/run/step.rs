@@ -84,6 +84,12 @@ pub enum StepEvent {
         record: AgentRecord,
         outcome: ReviewOutcome,
     },
+    /// The worker's result does not match the step's output_schema: the
+    /// attempt goes back to it without a review.
+    ResultInvalid {
+        attempt: u32,
+        errors: Vec<String>,
+    },
     /// The worker goes again with the reviewer's feedback.
     Retrying {
         attempt: u32,
@@ -126,6 +132,22 @@ pub(super) enum ReviewEnd {
     Failed(String),
     /// The run stopped, or its budget ran out, before a verdict.
     Stopped(String),
+}
+
+/// The rejection of an attempt whose result does not match the step's
+/// output_schema.
+fn invalid_result(attempt: u32, errors: Vec<String>) -> VerdictReport {
+    VerdictReport {
+        approved: false,
+        summary: format!(
+            "The result that attempt {attempt} gave finish_task does not match the step's output_schema."
+        ),
+        issues: errors,
+        suggestions: vec![
+            "Call finish_task again with a `result` of the shape its schema gives; the work itself may stand.".to_string(),
+        ],
+        retry: true,
+    }
 }
 
 /// Where a step sends its events: its id with each.
@@ -253,6 +275,17 @@ impl Step<'_> {
                 status: worker.status,
                 why: excerpt(why, 300),
             })));
+        }
+        if let Some(schema) = &self.start.step.output_schema {
+            let errors = crate::plan::output::result_errors(schema, worker.result.as_ref());
+            if !errors.is_empty() {
+                self.send(StepEvent::ResultInvalid {
+                    attempt,
+                    errors: errors.clone(),
+                });
+                space.discard().await;
+                return Ok(Tried::Again(invalid_result(attempt, errors)));
+            }
         }
         let change = space.change().await?;
         if let Some(change) = &change {
@@ -426,6 +459,10 @@ impl Step<'_> {
             summary: excerpt(&self.start.step.description, 80),
             brief,
             checkout,
+            output_schema: match role {
+                AgentRole::Worker => self.start.step.output_schema.clone(),
+                AgentRole::Reviewer => None,
+            },
         };
         Ok(self.ctx.runner.run(request).await?)
     }

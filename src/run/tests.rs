@@ -200,6 +200,7 @@ fn plan(steps: &[(&str, &[&str])]) -> Plan {
                 description: format!("do {id}"),
                 kind: "FILE_WRITE".to_string(),
                 dependencies: deps.iter().map(|d| d.to_string()).collect(),
+                output_schema: None,
             })
             .collect(),
     }

@@ -65,6 +65,8 @@ pub struct Finished {
     /// Bounded to `protocol::LISTED_FILES`, whatever the child sent.
     pub deliverables_files: Vec<String>,
     pub stop_reason: Option<StopReason>,
+    /// The typed result, as the child gave it: checked by the run.
+    pub result: Option<serde_json::Value>,
 }
 
 impl Finished {
@@ -76,6 +78,7 @@ impl Finished {
             mut deliverables_files,
             stats,
             stop_reason,
+            result,
         } = report;
         deliverables_files.truncate(crate::protocol::LISTED_FILES);
         let finished = Finished {
@@ -83,6 +86,7 @@ impl Finished {
             summary,
             deliverables_files,
             stop_reason,
+            result,
         };
         (finished, stats)
     }

@@ -26,6 +26,9 @@ pub struct AgentResult {
     pub stop_reason: Option<StopReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A worker's typed result, as it gave it to `finish_task`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
     /// Where troupe's own time went (milliseconds).
     #[serde(default)]
     pub timings: AgentTimings,
@@ -88,6 +91,7 @@ impl AgentResult {
             transcript: display_in(&task.workspace, &task.transcript_path()),
             stop_reason,
             error,
+            result: outcome.finish.as_ref().and_then(|f| f.result.clone()),
             timings: outcome.timings,
         }
     }

@@ -55,6 +55,8 @@ pub enum Counter {
 pub struct Finish {
     pub success: bool,
     pub summary: String,
+    /// A step's typed result (`finish_task` with `result`).
+    pub result: Option<Value>,
 }
 
 /// The structured result every tool returns; the model sees it as JSON.
@@ -374,6 +376,18 @@ impl ToolRegistry {
                 })
                 .collect(),
         }
+    }
+
+    /// The registry whose `finish_task` takes a `result` matching
+    /// `schema` (a step's `output_schema`).
+    pub fn returning(mut self, schema: Value) -> Self {
+        let finish: Arc<dyn Tool> = Arc::new(finish_task::FinishWithResult::new(schema));
+        for tool in &mut self.tools {
+            if tool.about().name == finish.about().name {
+                *tool = Arc::clone(&finish);
+            }
+        }
+        self
     }
 
     /// The registry with `tools` after the built-in ones (an MCP server's);

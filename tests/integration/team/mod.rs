@@ -4,6 +4,7 @@
 mod limits;
 mod plans;
 mod replanning;
+mod results;
 mod reviews;
 mod scheduling;
 

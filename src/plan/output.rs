@@ -1,0 +1,69 @@
+//! A step's `output_schema`: the JSON Schema its worker's `result` must
+//! match. Checked as a schema when the plan is read, and against the
+//! result when the worker reports it: by the parent, which believes only
+//! what it can check. No schema reaches out for a remote `$ref`.
+
+use serde_json::Value;
+
+/// The most validation errors said back to a worker at once.
+const ERRORS_SAID: usize = 10;
+
+/// Why `schema` is not a JSON Schema troupe can check results against.
+pub fn schema_error(schema: &Value) -> Option<String> {
+    if !schema.is_object() {
+        return Some("it must be a JSON Schema object".to_string());
+    }
+    jsonschema::validator_for(schema)
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// What is wrong with `result` under `schema`, each error with where in
+/// the result it is; empty when it matches. A missing result is one
+/// error.
+pub fn result_errors(schema: &Value, result: Option<&Value>) -> Vec<String> {
+    let Some(result) = result else {
+        return vec![
+            "finish_task was called without `result`; this step must return one that matches its output_schema".to_string(),
+        ];
+    };
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(validator) => validator,
+        Err(e) => return vec![format!("the step's output_schema cannot be used: {e}")],
+    };
+    validator
+        .iter_errors(result)
+        .take(ERRORS_SAID)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            match at.is_empty() {
+                true => format!("the result: {e}"),
+                false => format!("at {at}: {e}"),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_result_is_checked_against_its_schema_with_where_it_is_wrong() {
+        let schema = json!({"type": "object", "properties": {"urls": {"type": "array", "items": {"type": "string"}}}, "required": ["urls"]});
+        assert!(schema_error(&schema).is_none());
+        assert!(result_errors(&schema, Some(&json!({"urls": ["a"]}))).is_empty());
+        let errors = result_errors(&schema, Some(&json!({"urls": [1]})));
+        assert_eq!(errors, ["at /urls/0: 1 is not of type \"string\""]);
+        assert_eq!(result_errors(&schema, None).len(), 1);
+    }
+
+    #[test]
+    fn a_schema_that_is_not_one_is_said_so() {
+        assert!(schema_error(&json!({"type": 12})).is_some());
+        assert!(schema_error(&json!("object")).is_some());
+        let remote = json!({"$ref": "http://127.0.0.1:9/schema.json"});
+        assert!(schema_error(&remote).is_some(), "no remote reference");
+    }
+}

@@ -1,0 +1,144 @@
+//! Typed results (issue 24): a step's `output_schema`, the worker's
+//! `result` checked against it by troupe, sent back when it does not
+//! match, and handed on as JSON to the reviewer, the dependents, run.json
+//! and `troupe show RUN/STEP --result`.
+
+use serde_json::{Value, json};
+
+use super::{approving_reviewer, planner, team_run, validate, worker_rule, worker_writes};
+use crate::common::{Sandbox, read_json};
+
+fn urls_schema() -> Value {
+    json!({"type": "object", "properties": {"urls": {"type": "array", "items": {"type": "string"}}}, "required": ["urls"]})
+}
+
+fn finish_with(result: Value) -> Value {
+    json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "extracted", "result": result}}]})
+}
+
+#[test]
+fn a_result_that_does_not_match_goes_back_and_a_matching_one_reaches_the_dependent() {
+    let sandbox = Sandbox::new();
+    let steps = json!([
+        {"id": "extract", "description": "list the URLs", "type": "ANALYSIS", "dependencies": [], "output_schema": urls_schema()},
+        {"id": "use", "description": "use the URLs", "type": "FILE_WRITE", "dependencies": ["extract"]}
+    ]);
+    let rules = vec![
+        planner(steps),
+        json!({"role": "worker", "step": "extract", "attempt": 1, "reply": [finish_with(json!({"urls": [42]}))]}),
+        json!({"role": "worker", "step": "extract", "attempt": 2, "reply": [finish_with(json!({"urls": ["https://example.org/a"]}))]}),
+        worker_rule("use", worker_writes("use", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-replans", "0"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+
+    // The first result went back to the worker, unreviewed, with why.
+    let invalid = team.events_of("result_invalid");
+    assert_eq!(invalid.len(), 1, "{invalid:?}");
+    assert_eq!(invalid[0]["attempt"], 1);
+    let errors = invalid[0]["errors"].to_string();
+    assert!(
+        errors.contains("/urls/0") && errors.contains("string"),
+        "{errors}"
+    );
+    assert!(
+        !team.dir.join("extract/review-1").exists(),
+        "no review of it"
+    );
+    let second = read_json(&team.dir.join("extract/worker-2/.subagent/task.json"));
+    let brief = second["task"].as_str().unwrap();
+    assert!(
+        brief.contains("/urls/0"),
+        "the errors are in the retry's brief: {brief}"
+    );
+    assert_eq!(
+        second["output_schema"],
+        urls_schema(),
+        "the worker is given it"
+    );
+
+    // The reviewer saw the result; the dependent got it as JSON.
+    let review = read_json(&team.dir.join("extract/review-2/.subagent/task.json"));
+    assert!(
+        review["task"]
+            .as_str()
+            .unwrap()
+            .contains("https://example.org/a"),
+        "{}",
+        review["task"]
+    );
+    let dependent = read_json(&team.dir.join("use/worker-1/.subagent/task.json"));
+    assert!(
+        dependent["task"]
+            .as_str()
+            .unwrap()
+            .contains(r#"typed result (JSON): {"urls":["https://example.org/a"]}"#),
+        "{}",
+        dependent["task"]
+    );
+
+    // run.json and show --result carry it.
+    assert_eq!(
+        team.step("extract")["result"],
+        json!({"urls": ["https://example.org/a"]})
+    );
+    assert!(team.step("use").get("result").is_none());
+    let shown = crate::common::cli(&sandbox, &["show", "last/extract", "--result"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let printed: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(printed, json!({"urls": ["https://example.org/a"]}));
+    let none = crate::common::cli(&sandbox, &["show", "last/use", "--result"]);
+    assert_eq!(none.code, 1);
+    assert!(
+        none.stderr.contains("has no output_schema"),
+        "{}",
+        none.stderr
+    );
+}
+
+#[test]
+fn results_that_never_match_fail_the_step_within_its_retries() {
+    let sandbox = Sandbox::new();
+    let steps = json!([
+        {"id": "extract", "description": "list the URLs", "type": "ANALYSIS", "dependencies": [], "output_schema": urls_schema()}
+    ]);
+    let rules = vec![
+        planner(steps),
+        json!({"role": "worker", "step": "extract", "reply": [
+            {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "forgot it"}}]}
+        ]}),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-retries", "1", "--max-replans", "0"],
+    );
+    assert_eq!(team.run.code, 1, "{}", team.run.stderr);
+    let step = team.step("extract");
+    assert_eq!(step["status"], "failed");
+    let reason = step["reason"].as_str().unwrap();
+    assert!(reason.contains("without `result`"), "{reason}");
+    assert_eq!(step["attempts"].as_array().unwrap().len(), 2);
+    assert!(
+        step["attempts"][1]["result_errors"][0].is_string(),
+        "{step}"
+    );
+}
+
+#[test]
+fn a_plan_whose_output_schema_is_not_a_schema_is_refused_by_name() {
+    let sandbox = Sandbox::new();
+    let plan = json!({"steps": [
+        {"id": "extract", "description": "x", "dependencies": [], "output_schema": {"type": 12}}
+    ]});
+    let out = validate(&sandbox, &plan.to_string());
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("step `extract`: its output_schema is not a JSON Schema"),
+        "{}",
+        out.stderr
+    );
+}
