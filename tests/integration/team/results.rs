@@ -142,3 +142,30 @@ fn a_plan_whose_output_schema_is_not_a_schema_is_refused_by_name() {
         out.stderr
     );
 }
+
+#[test]
+fn the_typed_example_runs_as_the_readme_prints_it() {
+    let sandbox = Sandbox::new();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut command = crate::common::troupe();
+    command
+        .args(["run", "--plan"])
+        .arg(format!("{root}/examples/typed/plan.json"))
+        .arg("--model")
+        .arg(format!("scripted:{root}/examples/typed/script.json"))
+        .arg("--workspace")
+        .arg(sandbox.ws());
+    let out = crate::common::run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    assert!(readme.contains("--plan examples/typed/plan.json"));
+    let shown = crate::common::cli(&sandbox, &["show", "last/extract", "--result"]);
+    let urls: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(urls["urls"][1], "https://example.org/b");
+    assert!(
+        out.stderr
+            .contains("result does not match its output_schema"),
+        "the example shows a result sent back: {}",
+        out.stderr
+    );
+}
