@@ -28,6 +28,9 @@ pub struct CallRunner {
     /// The MCP servers that did not start: a call of one of their tools
     /// is answered with why, not as a tool never heard of.
     pub unstarted: Vec<UnstartedServer>,
+    /// The built-in tools its step's powers leave out: a call of one is
+    /// answered as such.
+    pub withheld: Vec<String>,
     pub ctx: Arc<ToolContext>,
     pub stats: Arc<StatsCounter>,
     pub out: Outbox,
@@ -85,6 +88,12 @@ impl CallRunner {
 
     /// What the model is told of a tool it does not have.
     fn unknown(&self, name: &str) -> String {
+        if self.withheld.iter().any(|w| w == name) {
+            return format!(
+                "`{name}` is not among this step's tools (its powers give: {})",
+                self.registry.names().join(", ")
+            );
+        }
         match self.unstarted.iter().find(|server| server.names(name)) {
             Some(server) => format!(
                 "`{name}` would be a tool of the MCP server `{}`, which did not start, so none of its tools are available: {}",

@@ -256,10 +256,16 @@ async fn run_task(
             Some(schema) => ToolRegistry::worker().returning(schema.clone()),
             None => ToolRegistry::worker(),
         },
-    }
-    .with(servers.tools)
-    .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
+    };
+    let (registry, withheld) = match &task.tools {
+        Some(names) => registry.only(names),
+        None => (registry, Vec::new()),
+    };
+    let registry = registry
+        .with(servers.tools)
+        .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
     let calls = CallRunner {
+        withheld,
         unstarted: servers.unstarted,
         registry,
         ctx: Arc::clone(&ctx),

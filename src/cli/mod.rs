@@ -171,7 +171,7 @@ pub fn main() -> ExitCode {
             Command::Spawn(args) => spawn::run(*args, &sources).await,
             Command::Run(args) => run::run(*args, &sources).await,
             Command::Plan(args) => plan::plan(args, &sources).await,
-            Command::Validate(args) => plan::validate(args),
+            Command::Validate(args) => plan::validate(args, &sources),
             Command::Status(args) => agents::status(args),
             Command::Wait(args) => agents::wait(args).await,
             Command::Terminate(args) => agents::terminate(args).await,

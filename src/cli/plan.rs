@@ -70,6 +70,11 @@ pub struct ValidateArgs {
     /// {"valid", "summary", "steps", "levels"} (the step ids of each level).
     #[arg(long)]
     pub json: bool,
+
+    /// The agent flags of the run the plan is for: a step's powers may
+    /// ask for no more than they (and troupe.toml) give every worker.
+    #[command(flatten)]
+    pub agent: super::agent_args::AgentArgs,
 }
 
 pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
@@ -135,13 +140,24 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+pub fn validate(args: ValidateArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    let settings = args.agent.settings(sources, Path::new("."), &[], None)?;
+    let ceiling = crate::run::ceiling::Ceiling::of(&settings);
+    let checked = read_plan_file(&args.plan).and_then(|plan| {
+        ceiling.check(&plan).map_err(|e| {
+            UsageError::Said(format!(
+                "the plan file {} is refused: {e}",
+                args.plan.display()
+            ))
+        })?;
+        Ok(plan)
+    });
     if !args.json {
-        let plan = read_plan_file(&args.plan)?;
+        let plan = checked?;
         crate::console::out(&render_tree(&plan, |_| None));
         return Ok(ExitCode::SUCCESS);
     }
-    let (verdict, code) = match read_plan_file(&args.plan) {
+    let (verdict, code) = match checked {
         Ok(plan) => {
             let levels: Vec<Vec<&str>> = levels(&plan)
                 .iter()

@@ -202,6 +202,14 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let mut agents = args
         .agent
         .settings(sources, &results, &api_key_envs, None)?;
+    let given = match &start {
+        Start::Fresh { plan, .. } | Start::Resume { plan, .. } => plan.as_ref(),
+    };
+    if let Some(plan) = given {
+        crate::run::ceiling::Ceiling::of(&agents)
+            .check(plan)
+            .map_err(|e| UsageError::Said(format!("the plan is refused: {e}")))?;
+    }
     agents.remote_mcp = crate::mcp::remote::RemoteServers::connect(&agents.mcp, &workspace)
         .await
         .map(Arc::new);

@@ -1,5 +1,6 @@
 //! The plan: `{summary, steps: [{id, description, type, dependencies,
-//! output_schema?}]}`, parsed strictly from what a Planner model wrote.
+//! output_schema?, powers?}]}`, parsed strictly from what a Planner model
+//! wrote.
 //!
 //! Strict means an invalid plan is an error with the reason, never silently
 //! repaired: unique non-empty ids, every dependency declared, no cycle, at
@@ -10,6 +11,7 @@
 mod levels;
 pub mod output;
 mod parse;
+pub mod powers;
 #[cfg(test)]
 mod proptests;
 mod render;
@@ -41,6 +43,9 @@ pub struct Step {
     /// (`plan::output`); without it, the worker's summary is its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// What its worker may do, when less than every worker may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powers: Option<powers::Powers>,
 }
 
 /// The JSON Schema of a plan, for endpoints that hold answers to one
@@ -60,7 +65,8 @@ pub fn plan_schema() -> serde_json::Value {
                         "description": {"type": "string"},
                         "type": {"type": "string"},
                         "dependencies": {"type": "array", "items": {"type": "string"}},
-                        "output_schema": {"type": "object"}
+                        "output_schema": {"type": "object"},
+                        "powers": {"type": "object"}
                     },
                     "required": ["id", "description", "type", "dependencies"],
                     "additionalProperties": false

@@ -69,6 +69,8 @@ pub enum PlanError {
         "step `{step}`: its output_schema is not a JSON Schema troupe can check results against: {why}"
     )]
     OutputSchema { step: String, why: String },
+    #[error("step `{step}`: its powers are not what powers are: {why}")]
+    Powers { step: String, why: String },
     #[error("the dependencies form a cycle: {}", .cycle.join(" -> "))]
     Cycle { cycle: Vec<String> },
 }
@@ -79,7 +81,14 @@ pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
 }
 
 const PLAN_FIELDS: &[&str] = &["summary", "steps"];
-const STEP_FIELDS: &[&str] = &["id", "description", "type", "dependencies", "output_schema"];
+const STEP_FIELDS: &[&str] = &[
+    "id",
+    "description",
+    "type",
+    "dependencies",
+    "output_schema",
+    "powers",
+];
 
 /// A plan file (`--plan`, `troupe validate`), written by hand or by
 /// `troupe plan`: one JSON object and nothing after it, every field one a
@@ -105,7 +114,7 @@ pub fn parse_plan_file(text: &str) -> Result<Plan, PlanError> {
                     &at,
                     fields,
                     STEP_FIELDS,
-                    "id, description, type, dependencies and output_schema",
+                    "id, description, type, dependencies, output_schema and powers",
                 )?;
             }
         }
@@ -261,12 +270,24 @@ fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
             }
         },
     };
+    let powers = match fields.get("powers") {
+        None | Some(Value::Null) => None,
+        Some(value) => {
+            Some(
+                super::powers::Powers::from_value(value).map_err(|why| PlanError::Powers {
+                    step: id.clone(),
+                    why,
+                })?,
+            )
+        }
+    };
     Ok(Step {
         id,
         description,
         kind,
         dependencies,
         output_schema,
+        powers,
     })
 }
 

@@ -33,6 +33,7 @@ fn valid_plan() -> impl Strategy<Value = Plan> {
                     kind: kind.clone(),
                     dependencies,
                     output_schema: None,
+                    powers: None,
                 }
             })
             .collect();

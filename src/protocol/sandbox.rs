@@ -83,6 +83,10 @@ pub struct SandboxSettings {
     /// its commands do not get.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_only_env: Vec<String>,
+    /// What a worker may write of its workspace, when its step's powers
+    /// say (absolute paths inside it); the whole workspace without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Vec<std::path::PathBuf>>,
     /// The layers of a copy-on-write checkout mounted at the workspace, in
     /// the agent's mount namespace only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -77,6 +77,10 @@ pub struct TaskFile {
     /// `result` of that shape, which the parent checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    /// The built-in tools it has, when its step's powers name them
+    /// (`finish_task` always stays); every tool of its role without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -116,6 +120,7 @@ impl TaskFile {
             mcp_remote: Vec::new(),
             durability: DurabilityMode::default(),
             output_schema: None,
+            tools: None,
             created_at,
         }
     }

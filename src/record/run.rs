@@ -150,6 +150,8 @@ pub struct StepRecord {
     pub dependencies: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powers: Option<crate::plan::powers::Powers>,
     /// What the step returned: its approved worker's `result`, checked
     /// against `output_schema`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +179,7 @@ impl StepRecord {
             kind: step.kind.clone(),
             dependencies: step.dependencies.clone(),
             output_schema: step.output_schema.clone(),
+            powers: step.powers.clone(),
             result: None,
             round,
             status: StepStatus::Pending,
@@ -217,6 +220,7 @@ impl StepRecord {
             kind: self.kind.clone(),
             dependencies: self.dependencies.clone(),
             output_schema: self.output_schema.clone(),
+            powers: self.powers.clone(),
         }
     }
 

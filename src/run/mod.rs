@@ -23,6 +23,7 @@
 
 mod briefs;
 mod budget;
+pub mod ceiling;
 mod claims;
 mod context;
 mod end;
@@ -230,6 +231,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         interrupts,
         isolation,
         checkouts,
+        ceiling: Some(ceiling::Ceiling::of(&settings)),
     };
     let runner = |agents: Agents| -> Box<dyn AgentRunner> {
         Box::new(ProcessRunner {

@@ -57,6 +57,8 @@ pub struct Planner {
     transcript: Option<PathBuf>,
     /// Told of each retry of a request.
     on_retry: Option<RetryObserver>,
+    /// What its plans' steps may ask for.
+    ceiling: Option<super::ceiling::Ceiling>,
 }
 
 impl Planner {
@@ -84,6 +86,25 @@ impl Planner {
             conversation,
             transcript,
             on_retry: None,
+            ceiling: None,
+        }
+    }
+
+    /// The planner, whose plans are refused when a step asks for more than
+    /// `ceiling`.
+    pub fn with_ceiling(mut self, ceiling: super::ceiling::Ceiling) -> Self {
+        self.ceiling = Some(ceiling);
+        self
+    }
+
+    /// `plan`, unless one of its steps asks for more than the ceiling.
+    fn within_ceiling(&self, plan: Plan, answer: String) -> Result<Plan, PlanFailure> {
+        match self.ceiling.as_ref().map(|c| c.check(&plan)) {
+            Some(Err(beyond)) => Err(PlanFailure::Invalid {
+                reason: beyond.to_string(),
+                answer,
+            }),
+            _ => Ok(plan),
         }
     }
 
@@ -96,10 +117,13 @@ impl Planner {
     pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
         self.open()?;
         let answer = self.ask(format!("Goal: {goal}")).await?;
-        parse_plan(&answer).map_err(|e| PlanFailure::Invalid {
-            reason: e.to_string(),
-            answer,
-        })
+        match parse_plan(&answer) {
+            Ok(plan) => self.within_ceiling(plan, answer),
+            Err(e) => Err(PlanFailure::Invalid {
+                reason: e.to_string(),
+                answer,
+            }),
+        }
     }
 
     /// The system prompt, which says what a plan looks like.
@@ -131,10 +155,13 @@ impl Planner {
         }
         let answer = self.ask(question).await?;
         let (taken, done) = (context.taken, context.done);
-        parse_plan_with(&answer, taken, done).map_err(|e| PlanFailure::Invalid {
-            reason: e.to_string(),
-            answer,
-        })
+        match parse_plan_with(&answer, taken, done) {
+            Ok(plan) => self.within_ceiling(plan, answer),
+            Err(e) => Err(PlanFailure::Invalid {
+                reason: e.to_string(),
+                answer,
+            }),
+        }
     }
 
     async fn ask(&mut self, question: String) -> Result<String, PlanFailure> {

@@ -221,6 +221,7 @@ fn same_steps(plan: &Plan, record: &RunRecord) -> bool {
                 && r.kind == p.kind
                 && r.dependencies == p.dependencies
                 && r.output_schema == p.output_schema
+                && r.powers == p.powers
         })
 }
 
@@ -244,6 +245,7 @@ mod tests {
                 kind: "FILE_WRITE".to_string(),
                 dependencies: Vec::new(),
                 output_schema: None,
+                powers: None,
             }],
         };
         let team = crate::run::tests::settings();

@@ -5,7 +5,7 @@
 //! runner in its place and drive the whole scheduler in-process.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -33,6 +33,8 @@ pub struct AgentRequest {
     pub checkout: Option<CheckoutView>,
     /// A worker's step's `output_schema`.
     pub output_schema: Option<serde_json::Value>,
+    /// A worker's step's `powers`, within the run's ceiling.
+    pub powers: Option<crate::plan::powers::Powers>,
 }
 
 /// An agent's view of its step attempt's checkout.
@@ -124,8 +126,78 @@ impl ProcessRunner {
             task.sandbox.allow_read.extend(checkout.read);
             task.sandbox.overlay = checkout.overlay;
         }
+        if let Some(powers) = &request.powers {
+            narrow(&mut task, powers);
+        }
         crate::supervisor::spawn::guard(&mut task);
-        SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
+        let mut config = SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id);
+        if let Some(secs) = request.powers.as_ref().and_then(|p| p.timeout) {
+            config.limits.timeout = std::time::Duration::from_secs(secs);
+        }
+        config
+    }
+}
+
+/// A worker's task, narrowed to its step's `powers`: its tools, its MCP
+/// servers, what it may write (inside its workspace) and read, its turns,
+/// seconds and tokens. The sandbox enforces the paths, the parent the
+/// tools, servers, seconds and tokens; the ceiling checked that none asks
+/// for more than the run's.
+fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
+    if let Some(tools) = &powers.tools {
+        task.tools = Some(tools.clone());
+    }
+    if let Some(servers) = &powers.mcp {
+        task.mcp.retain(|server| servers.contains(&server.name));
+        task.mcp_remote
+            .retain(|tool| servers.contains(&tool.server));
+    }
+    if let Some(write) = &powers.write {
+        // Made here, where the agent's id maps and overlay do not stand in
+        // the way: in the attempt's upper layer, or the workspace itself.
+        let base = match task.sandbox.overlay.as_ref().and_then(|o| o.upper.as_ref()) {
+            Some(upper) => upper.dir.clone(),
+            None => task.workspace.clone(),
+        };
+        for path in write {
+            make_dirs(&base, path);
+        }
+        let workspace = task.workspace.clone();
+        task.sandbox.write = Some(write.iter().map(|p| workspace.join(p)).collect());
+    }
+    task.sandbox.allow_read.extend(powers.read.iter().cloned());
+    if let Some(turns) = powers.max_turns {
+        task.limits.max_turns = turns;
+    }
+    if let Some(tokens) = powers.max_tokens {
+        task.limits.max_tokens = Some(tokens);
+    }
+    if let Some(secs) = powers.timeout {
+        task.timeout_seconds = secs;
+    }
+}
+
+/// The directories of `rel` that `base` lacks, each owned as `base` is
+/// (an upper layer is the agent's uid's), never made through a link: the
+/// agent checks again, and refuses a step whose path it cannot hold to.
+fn make_dirs(base: &Path, rel: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(owner) = std::fs::metadata(base) else {
+        return;
+    };
+    let mut dir = base.to_path_buf();
+    for part in rel.components() {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => return,
+            Err(_) => {
+                if std::fs::create_dir(&dir).is_err() {
+                    return;
+                }
+                let _ = std::os::unix::fs::lchown(&dir, Some(owner.uid()), Some(owner.gid()));
+            }
+        }
     }
 }
 

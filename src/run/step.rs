@@ -463,6 +463,11 @@ impl Step<'_> {
                 AgentRole::Worker => self.start.step.output_schema.clone(),
                 AgentRole::Reviewer => None,
             },
+            // The reviewer keeps its read-only role whatever the step's.
+            powers: match role {
+                AgentRole::Worker => self.start.step.powers.clone(),
+                AgentRole::Reviewer => None,
+            },
         };
         Ok(self.ctx.runner.run(request).await?)
     }

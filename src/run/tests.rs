@@ -201,6 +201,7 @@ fn plan(steps: &[(&str, &[&str])]) -> Plan {
                 kind: "FILE_WRITE".to_string(),
                 dependencies: deps.iter().map(|d| d.to_string()).collect(),
                 output_schema: None,
+                powers: None,
             })
             .collect(),
     }
@@ -334,6 +335,7 @@ async fn run_prepared(
         interrupts: Interrupts::new(),
         isolation: None,
         checkouts: crate::run::isolation::Checkouts::full("in-process tests run no sandbox"),
+        ceiling: None,
     };
     let code = wiring::run(wiring, models, runner, opening).await.unwrap();
     let record = crate::fsutil::read_json(&run_dir.join("run.json"), "run.json").unwrap();

@@ -44,6 +44,8 @@ pub(super) struct Wiring {
     pub checkouts: crate::run::isolation::Checkouts,
     /// A resumed run's checkouts.
     pub isolation: Option<Arc<Worktrees>>,
+    /// What the steps of the Planner's plans may ask for.
+    pub ceiling: Option<crate::run::ceiling::Ceiling>,
 }
 
 /// What the runner of a run's agents is made with.
@@ -77,6 +79,7 @@ pub(super) async fn run(
         interrupts,
         isolation,
         checkouts,
+        ceiling,
     } = wiring;
     let budget = Budget::new(team.max_agents, team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
@@ -124,6 +127,9 @@ pub(super) async fn run(
         Some(run_dir.join("planner").join("conversations.json")),
     )
     .with_retries(retries);
+    if let Some(ceiling) = ceiling {
+        planner = planner.with_ceiling(ceiling);
+    }
     let mut owner = Owner::new(&ctx, record, recorder);
     let exit_code = conduct(&mut owner, &mut planner, &interrupts, opening).await;
     still_running.abort();

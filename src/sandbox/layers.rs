@@ -158,6 +158,10 @@ fn confine_self(
     }
     let deny_network = !settings.allow_network;
     let scratch = view.as_ref().map(|v| v.scratch.clone()).unwrap_or_default();
+    // With a view, its mounts hold the step's write paths already.
+    if view.is_none() {
+        super::prepare_write_paths(task)?;
+    }
     let mut writable = writable_paths(task);
     writable.extend(scratch.iter().cloned());
     let mut readable = readable_paths(task, settings);

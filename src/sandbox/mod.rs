@@ -94,12 +94,51 @@ pub struct Confined {
 pub fn writable_paths(task: &TaskFile) -> Vec<PathBuf> {
     let mut paths = match task.role {
         AgentRole::Reviewer => vec![task.subagent_dir()],
-        AgentRole::Worker => {
-            vec![task.workspace.clone(), task.agent_dir.clone()]
-        }
+        AgentRole::Worker => match &task.sandbox.write {
+            Some(write) => write
+                .iter()
+                .cloned()
+                .chain([task.agent_dir.clone()])
+                .collect(),
+            None => vec![task.workspace.clone(), task.agent_dir.clone()],
+        },
     };
     paths.push(PathBuf::from("/dev/null"));
     paths
+}
+
+/// Makes the directories a worker's `write` powers name that are missing,
+/// never through a link: a link on the way (which a worker of an earlier
+/// step could have planted) would carry the Landlock rule, which follows
+/// it, out of the workspace. A file that is there stays as it is.
+pub(super) fn prepare_write_paths(task: &TaskFile) -> Result<(), SandboxError> {
+    use std::os::fd::AsFd;
+    let Some(write) = &task.sandbox.write else {
+        return Ok(());
+    };
+    let refused = |path: &Path, why: String| {
+        SandboxError::Setup(format!("powers.write names {}: {why}", path.display()))
+    };
+    let root = crate::fsutil::nofollow::open_dir(&task.workspace)
+        .map_err(|e| refused(&task.workspace, e.to_string()))?;
+    for path in write {
+        let rel = path
+            .strip_prefix(&task.workspace)
+            .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
+        let dir = match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(refused(
+                    path,
+                    "it is a link, and troupe lets no step write through one".to_string(),
+                ));
+            }
+            Ok(meta) if !meta.is_dir() => rel.parent().unwrap_or(Path::new("")),
+            _ => rel,
+        };
+        crate::fsutil::nofollow::create_dirs_beneath(root.as_fd(), dir)
+            .map_err(|e| refused(path, e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The system directories that programs and builds read, for the `system`

@@ -230,6 +230,11 @@ pub fn build(
             false
         }
     };
+    // Last, over everything else: what is mounted in the workspace keeps
+    // its own flags.
+    if let Some(write) = &settings.write {
+        narrow_writes(task, write)?;
+    }
     std::env::set_current_dir(&task.workspace)
         .map_err(|e| format!("cannot enter {}: {e}", task.workspace.display()))?;
     Ok(View {
@@ -421,6 +426,20 @@ fn protect_results(task: &TaskFile) -> Result<(), String> {
             mounts::read_only(&results)
         }
     }
+}
+
+/// A worker whose step's powers name what it may write: the workspace
+/// read-only, each of those paths writable on it. A mount's flag, since a
+/// scratch directory's Landlock rule covers a workspace under `/tmp`, and
+/// Landlock cannot take a path back out of a rule. A step whose paths
+/// cannot be held to is not run.
+fn narrow_writes(task: &TaskFile, write: &[PathBuf]) -> Result<(), String> {
+    super::prepare_write_paths(task).map_err(|e| e.to_string())?;
+    mounts::bind(&task.workspace, &task.workspace)?;
+    for path in write {
+        mounts::bind(path, path)?;
+    }
+    mounts::read_only(&task.workspace)
 }
 
 /// The agent's `.subagent/` read-only (a reviewer's is, with the results

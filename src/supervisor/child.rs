@@ -41,6 +41,11 @@ pub struct ChildRun<'a> {
     /// The tokens the child may spend (`--max-agent-tokens`): past them,
     /// three more answers for its wrap-up, and then it is stopped.
     pub max_tokens: Option<u64>,
+    /// The built-in tools it may call, when its step's powers name them.
+    pub tools: Option<Vec<String>>,
+    /// The MCP servers troupe reaches for it that its task file offered
+    /// it (its role's, or its step's powers').
+    pub mcp_servers: Vec<String>,
     pub model: Arc<dyn ChatModel>,
     pub limits: ServeLimits,
     pub events: &'a dyn EventSink,

@@ -188,6 +188,11 @@ impl<'r, 'a> Served<'r, 'a> {
                 // Only a call the model asked for counts as evidence of work.
                 let asked = self.delivered_calls.get(&call_id);
                 let name = asked.map_or("tool", String::as_str);
+                // A tool its step's powers leave out may be asked for, and
+                // must be refused: a child that says it ran one broke them.
+                if success && self.withheld(name) {
+                    return Err(Violation::NotItsTool(name.to_string()));
+                }
                 if changed && asked.is_some() {
                     self.changing_calls += 1;
                 }
@@ -230,6 +235,14 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// Whether `name` is a built-in tool the child's step's powers leave
+    /// out.
+    fn withheld(&self, name: &str) -> bool {
+        let built_in = crate::plan::powers::WORKER_TOOLS.contains(&name);
+        let given = |tools: &Vec<String>| name == "finish_task" || tools.iter().any(|t| t == name);
+        built_in && self.run.tools.as_ref().is_some_and(|tools| !given(tools))
     }
 
     /// A model request, sent on to the model unless the child has no
@@ -300,8 +313,13 @@ impl<'r, 'a> Served<'r, 'a> {
         }
         let role = self.run.role;
         let remote = self.run.mcp.clone();
+        let offered = self.run.mcp_servers.contains(&server);
         self.mcp_pending.spawn(async move {
             let result = match remote {
+                // The task file offered it only its step's servers.
+                Some(_) if !offered => Err(format!(
+                    "no MCP server `{server}` is given to this agent (its task file offers the servers it may call)"
+                )),
                 Some(remote) => remote.call(role, &server, &tool, arguments).await,
                 None => Err(format!(
                     "no MCP server `{server}` is reached for this agent"

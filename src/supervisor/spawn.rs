@@ -226,6 +226,8 @@ pub async fn run_prepared(
         role: task.role,
         max_requests: task.limits.max_requests(),
         max_tokens: task.limits.max_tokens,
+        tools: task.tools.clone(),
+        mcp_servers: task.mcp_remote.iter().map(|t| t.server.clone()).collect(),
         model,
         limits: config.limits,
         events,

@@ -29,6 +29,9 @@ pub enum Violation {
         "the agent asked for more model answers after it had spent its {0} tokens (--max-agent-tokens) than the three of a wrap-up"
     )]
     PastTokenCap(u64),
+    #[error("the agent says it ran `{0}`, which its step's powers do not give it")]
+    NotItsTool(String),
+
     #[error("more than {MAX_PENDING_REQUESTS} model requests at once")]
     Flood,
     #[error("a {sender} sent `{kind}`, which only a {role} sends")]

@@ -378,6 +378,21 @@ impl ToolRegistry {
         }
     }
 
+    /// The registry with only the built-in tools `names` (a step's
+    /// `powers.tools`) and `finish_task`, and the names of those left out.
+    pub fn only(mut self, names: &[String]) -> (Self, Vec<String>) {
+        let mut withheld = Vec::new();
+        self.tools.retain(|tool| {
+            let name = tool.about().name;
+            let kept = name == "finish_task" || names.iter().any(|n| n == name);
+            if !kept {
+                withheld.push(name.to_string());
+            }
+            kept
+        });
+        (self, withheld)
+    }
+
     /// The registry whose `finish_task` takes a `result` matching
     /// `schema` (a step's `output_schema`).
     pub fn returning(mut self, schema: Value) -> Self {
@@ -414,5 +429,18 @@ impl ToolRegistry {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|tool| tool.about().name).collect()
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn the_tools_a_plan_may_name_are_the_workers() {
+        assert_eq!(
+            ToolRegistry::worker().names(),
+            crate::plan::powers::WORKER_TOOLS
+        );
     }
 }

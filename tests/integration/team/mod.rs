@@ -3,6 +3,7 @@
 
 mod limits;
 mod plans;
+mod powers;
 mod replanning;
 mod results;
 mod reviews;

@@ -168,4 +168,8 @@ fn the_typed_example_runs_as_the_readme_prints_it() {
         "the example shows a result sent back: {}",
         out.stderr
     );
+    assert!(
+        sandbox.ws().join("out/urls.txt").is_file(),
+        "written where its powers let it"
+    );
 }

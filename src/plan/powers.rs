@@ -1,0 +1,162 @@
+//! A step's `powers`: what its worker may do, narrower than what every
+//! worker of the run may (the run's ceiling, `run::ceiling`, checks that).
+//! Read here for its shape only: tool names a worker has, paths of the
+//! right kind, positive numbers. Without `powers` a step gets what every
+//! step gets.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The tools a worker has, by name: a step's `tools` names some of these.
+pub const WORKER_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "search_workspace",
+    "run_command",
+    "finish_task",
+];
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Powers {
+    /// The worker's built-in tools (`finish_task` always stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The MCP servers, by name, of those the run gives workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Vec<String>>,
+    /// `"none"`, or the `host:port`s it may reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
+    /// Absolute paths it may read besides the run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<PathBuf>,
+    /// Paths inside the workspace, relative to it, that it may write (and
+    /// nothing else of it); the whole workspace without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Vec<PathBuf>>,
+    /// Seconds, model turns and tokens of its worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Network {
+    /// Only `"none"` is a word it takes.
+    Word(String),
+    Hosts(Vec<String>),
+}
+
+impl Powers {
+    /// `value` as powers, or what is wrong with it, in words.
+    pub fn from_value(value: &serde_json::Value) -> Result<Powers, String> {
+        let powers: Powers = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        for tool in powers.tools.iter().flatten() {
+            if !WORKER_TOOLS.contains(&tool.as_str()) {
+                return Err(format!(
+                    "`tools` names `{tool}`, which workers do not have (they have {})",
+                    WORKER_TOOLS.join(", ")
+                ));
+            }
+        }
+        if let Some(Network::Word(word)) = &powers.network
+            && word != "none"
+        {
+            return Err(format!(
+                "`network` is \"none\" or a list of host:port, not \"{word}\""
+            ));
+        }
+        if let Some(Network::Hosts(hosts)) = &powers.network
+            && let Some(host) = hosts.iter().find(|h| !is_host_port(h))
+        {
+            return Err(format!("`network` names `{host}`, which is not host:port"));
+        }
+        if let Some(path) = powers.read.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "`read` names {}, which is not an absolute path",
+                path.display()
+            ));
+        }
+        if let Some(path) = powers.write.iter().flatten().find(|p| !inside(p)) {
+            return Err(format!(
+                "`write` names {}, which is not a path inside the workspace (relative, without ..)",
+                path.display()
+            ));
+        }
+        let zero = [
+            powers.timeout,
+            powers.max_tokens,
+            powers.max_turns.map(u64::from),
+        ];
+        if zero.contains(&Some(0)) {
+            return Err("`timeout`, `max_turns` and `max_tokens` must be above 0".to_string());
+        }
+        Ok(powers)
+    }
+
+    /// The hosts it asks to reach, if any.
+    pub fn hosts(&self) -> &[String] {
+        match &self.network {
+            Some(Network::Hosts(hosts)) => hosts,
+            _ => &[],
+        }
+    }
+}
+
+/// `host:port` with a port that is a number.
+fn is_host_port(text: &str) -> bool {
+    text.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+}
+
+/// A relative path that stays inside where it is joined to.
+fn inside(path: &Path) -> bool {
+    path.components().next().is_some()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn powers_are_read_for_their_shape() {
+        let powers = Powers::from_value(&json!({
+            "tools": ["read_file", "finish_task"], "write": ["docs/"], "max_turns": 5,
+            "network": ["127.0.0.1:8080"], "read": ["/opt/data"]
+        }))
+        .unwrap();
+        assert_eq!(powers.hosts(), ["127.0.0.1:8080"]);
+        let wrong = [
+            (json!({"tools": ["rm_rf"]}), "workers do not have"),
+            (
+                json!({"write": ["../x"]}),
+                "not a path inside the workspace",
+            ),
+            (
+                json!({"write": ["/etc"]}),
+                "not a path inside the workspace",
+            ),
+            (json!({"read": ["data"]}), "not an absolute path"),
+            (json!({"network": "all"}), "not \"all\""),
+            (json!({"network": ["example.org"]}), "not host:port"),
+            (json!({"max_turns": 0}), "above 0"),
+            (json!({"sudo": true}), "unknown field"),
+        ];
+        for (value, said) in wrong {
+            let error = Powers::from_value(&value).unwrap_err();
+            assert!(error.contains(said), "{value}: {error}");
+        }
+    }
+}

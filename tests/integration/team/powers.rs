@@ -1,0 +1,258 @@
+//! Per-step powers (issue 24): a step's `powers` narrow what its worker
+//! may do, within the run's ceiling, and the sandbox and troupe hold it
+//! to them; a plan that asks for more than the ceiling is refused by
+//! name.
+
+use serde_json::{Value, json};
+
+use super::{approving_reviewer, planner, team_command, team_run, validate, worker_rule};
+use crate::common::{Sandbox, read_json, run, troupe};
+
+fn with_powers(id: &str, powers: Value) -> Value {
+    json!({"id": id, "description": format!("do {id}"), "type": "FILE_WRITE", "dependencies": [], "powers": powers})
+}
+
+fn finish() -> Value {
+    json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]})
+}
+
+fn writes(path: &str) -> Value {
+    json!({"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": "x"}}]})
+}
+
+/// What each tool call of the worker's transcript came back with.
+fn tool_results(dir: &std::path::Path) -> Vec<Value> {
+    crate::common::tool_results(&read_json(&dir.join(".subagent/conversations.json")))
+}
+
+#[test]
+fn a_plan_that_asks_for_more_than_the_run_gives_is_refused_with_the_step_and_the_power() {
+    let cases = [
+        (
+            json!({"mcp": ["git"]}),
+            &[][..],
+            "powers.mcp names `git`, a server the run does not give workers",
+        ),
+        (
+            json!({"max_turns": 80}),
+            &[][..],
+            "powers.max_turns is 80, more than the run's --max-turns 50",
+        ),
+        (
+            json!({"timeout": 30}),
+            &["--timeout", "20"][..],
+            "powers.timeout is 30, more than the run's --timeout 20",
+        ),
+        (
+            json!({"max_tokens": 900}),
+            &["--max-agent-tokens", "500"][..],
+            "powers.max_tokens is 900, more than the run's --max-agent-tokens 500",
+        ),
+        (
+            json!({"read": ["/root/secrets"]}),
+            &[][..],
+            "powers.read names /root/secrets, which the run's agents may not read",
+        ),
+        (
+            json!({"network": ["127.0.0.1:8080"]}),
+            &[][..],
+            "powers.network asks for 127.0.0.1:8080",
+        ),
+        (
+            json!({"write": ["docs"]}),
+            &["--sandbox", "off"][..],
+            "powers.write is enforced by the sandbox, and the run's is off",
+        ),
+    ];
+    for (powers, flags, said) in cases {
+        let sandbox = Sandbox::new();
+        let plan = json!({"steps": [with_powers("narrow", powers.clone())]});
+        let path = sandbox.root().join("plan.json");
+        std::fs::write(&path, plan.to_string()).unwrap();
+        let mut command = troupe();
+        command.arg("validate").arg(&path).args(flags);
+        let checked = run(command);
+        assert_eq!(checked.code, 2, "{powers}: {}", checked.stderr);
+        assert!(
+            checked
+                .stderr
+                .contains("step `narrow` asks for more than the run gives its workers")
+                && checked.stderr.contains(said),
+            "{powers}: {}",
+            checked.stderr
+        );
+        // The same plan from the Planner is an invalid plan, never run.
+        let mut command = team_command(
+            &sandbox,
+            vec![planner(json!([with_powers("narrow", powers.clone())]))],
+            flags,
+        );
+        command.args(["--max-replans", "0"]);
+        let ran = run(command);
+        assert_eq!(ran.code, 2, "{powers}: {}", ran.stderr);
+        assert!(ran.stderr.contains(said), "{powers}: {}", ran.stderr);
+    }
+    let sandbox = Sandbox::new();
+    let out = validate(
+        &sandbox,
+        &json!({"steps": [with_powers("ok", json!({"max_turns": 5, "tools": ["read_file"]}))]})
+            .to_string(),
+    );
+    assert_eq!(out.code, 0, "within the ceiling: {}", out.stderr);
+}
+
+#[test]
+fn a_step_without_write_tools_cannot_write_and_is_told_so() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([with_powers(
+            "look",
+            json!({"tools": ["read_file", "list_dir"], "max_turns": 4})
+        )])),
+        worker_rule("look", vec![writes("a.txt"), finish()]),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "shared"],
+    );
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let worker = team.dir.join("look/worker-1");
+    let results = tool_results(&worker);
+    assert_eq!(results[0]["success"], false, "{}", results[0]);
+    let error = results[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("`write_file` is not among this step's tools")
+            && error.contains("read_file, list_dir, finish_task"),
+        "{error}"
+    );
+    assert!(!sandbox.ws().join("a.txt").exists());
+    let task = read_json(&worker.join(".subagent/task.json"));
+    assert_eq!(task["tools"], json!(["read_file", "list_dir"]));
+    assert_eq!(
+        task["limits"]["max_turns"], 4,
+        "max_turns narrows the worker's"
+    );
+    let review = read_json(&team.dir.join("look/review-1/.subagent/task.json"));
+    assert!(
+        review.get("tools").is_none(),
+        "the reviewer keeps its own tools"
+    );
+}
+
+fn writes_docs_then_src(sandbox: &Sandbox) -> Vec<Value> {
+    std::fs::create_dir_all(sandbox.ws().join("src")).unwrap();
+    vec![
+        planner(json!([with_powers("docs", json!({"write": ["docs"]}))])),
+        worker_rule(
+            "docs",
+            vec![
+                writes("docs/guide.md"),
+                writes("src/main.rs"),
+                json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "echo x > src/lib.rs; echo y > docs/cmd.md"}}]}),
+                finish(),
+            ],
+        ),
+        approving_reviewer(),
+    ]
+}
+
+fn check_docs_only(sandbox: &Sandbox, team: &super::TeamRun) {
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let results = tool_results(&team.dir.join("docs/worker-1"));
+    assert_eq!(
+        results[0]["success"], true,
+        "docs/ is the step's: {}",
+        results[0]
+    );
+    assert_eq!(results[1]["success"], false, "src/ is not: {}", results[1]);
+    assert!(sandbox.ws().join("docs/guide.md").is_file());
+    assert!(
+        sandbox.ws().join("docs/cmd.md").is_file(),
+        "its commands write docs/ too"
+    );
+    assert!(!sandbox.ws().join("src/main.rs").exists());
+    assert!(
+        !sandbox.ws().join("src/lib.rs").exists(),
+        "nor do its commands write src/"
+    );
+}
+
+#[test]
+fn a_step_that_may_write_docs_cannot_write_src() {
+    let sandbox = Sandbox::new();
+    let rules = writes_docs_then_src(&sandbox);
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "shared"],
+    );
+    check_docs_only(&sandbox, &team);
+}
+
+#[test]
+fn a_step_that_may_write_docs_cannot_write_src_as_an_ordinary_user() {
+    let root = crate::hostile::is_root();
+    if !crate::common::present(
+        "powers as an ordinary user",
+        "setpriv",
+        !root || crate::common::on_path("setpriv"),
+    ) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let rules = writes_docs_then_src(&sandbox);
+    let command = team_command(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "shared"],
+    );
+    let command = crate::hostile::unprivileged(&sandbox, command);
+    let team = super::finish_team_run(&sandbox, command);
+    check_docs_only(&sandbox, &team);
+}
+
+#[test]
+fn a_link_planted_where_a_step_may_write_is_refused() {
+    let sandbox = Sandbox::new();
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    std::os::unix::fs::symlink(outside.path(), sandbox.ws().join("docs")).unwrap();
+    let rules = vec![
+        planner(json!([with_powers("docs", json!({"write": ["docs"]}))])),
+        worker_rule("docs", vec![writes("docs/escape.md"), finish()]),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "shared"],
+    );
+    assert_eq!(team.run.code, 1, "{}", team.run.stderr);
+    assert!(
+        team.run.stderr.contains("powers.write names") && team.run.stderr.contains("is a link"),
+        "{}",
+        team.run.stderr
+    );
+    assert!(!outside.path().join("escape.md").exists());
+}
+
+#[test]
+fn a_step_that_may_write_docs_lands_only_docs_from_its_checkout() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let rules = writes_docs_then_src(&sandbox);
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "worktree"],
+    );
+    check_docs_only(&sandbox, &team);
+    let change = &team.step("docs")["attempts"][0]["change"]["files"];
+    let files = change.to_string();
+    assert!(
+        files.contains("docs/guide.md") && !files.contains("src/"),
+        "{files}"
+    );
+}
