@@ -14,6 +14,7 @@ mod compaction;
 mod deliverables;
 mod outbox;
 mod parent_model;
+mod proxy;
 mod reviewer;
 mod session;
 mod stats;
@@ -217,11 +218,27 @@ async fn run_task(
         Ok(transcript) => transcript,
         Err(e) => return fail(out, format!("cannot write the transcript: {e}")),
     };
+    let proxy = match task.network_hosts.is_empty() {
+        true => None,
+        false => {
+            let broker = records.through_descriptor(crate::supervisor::broker::SOCKET);
+            match proxy::start(broker).await {
+                Ok(url) => Some(url),
+                Err(e) => {
+                    return fail(
+                        out,
+                        format!("cannot start the proxy to troupe's broker: {e}"),
+                    );
+                }
+            }
+        }
+    };
     let commands = CommandSetting {
         limit_events,
         memory: task.sandbox.max_memory,
         processes: task.sandbox.max_processes,
         withheld_env: task.sandbox.mcp_only_env.clone(),
+        proxy,
     };
     let ctx = Arc::new(ToolContext::new(
         fence,

@@ -103,6 +103,13 @@ pub struct AgentArgs {
     #[arg(long)]
     pub allow_network: bool,
 
+    /// A host a step's powers may name in powers.network, as HOST:PORT
+    /// (repeatable): that step's commands reach it, and only the hosts
+    /// their step names, through troupe's broker; no agent gets a network
+    /// of its own from this.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub allow_host: Vec<String>,
+
     /// What agents and their commands may read: system (the workspace,
     /// their own directory and TMPDIR, and the system directories builds
     /// need: /usr, /lib*, /bin, /sbin, /etc, /opt, /proc, /sys, /dev, /run,
@@ -203,7 +210,21 @@ impl AgentArgs {
             durability,
             mcp,
             remote_mcp: None,
+            allow_hosts: self.allow_hosts()?,
         })
+    }
+
+    /// `--allow-host`, each checked to be HOST:PORT.
+    fn allow_hosts(&self) -> Result<Vec<String>, UsageError> {
+        for host in &self.allow_host {
+            let port = host.rsplit_once(':').map(|(h, p)| (h, p.parse::<u16>()));
+            if !matches!(port, Some((h, Ok(p))) if !h.is_empty() && p > 0) {
+                return Err(UsageError::Said(format!(
+                    "--allow-host {host}: give it as HOST:PORT (e.g. 127.0.0.1:8080)"
+                )));
+            }
+        }
+        Ok(self.allow_host.clone())
     }
 
     fn serve_limits(&self) -> ServeLimits {

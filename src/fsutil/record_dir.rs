@@ -42,6 +42,14 @@ impl RecordDir {
         RecordDir { fd, path }
     }
 
+    /// `name` in it, as a path through this process's descriptor of it:
+    /// short whatever the directory's own path, and the directory this
+    /// descriptor opened, for a Unix socket's address.
+    pub fn through_descriptor(&self, name: &str) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.fd.as_raw_fd()))
+    }
+
     /// Where it is, to name its files in messages and to read them.
     pub fn path(&self) -> &Path {
         &self.path

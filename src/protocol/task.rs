@@ -81,6 +81,10 @@ pub struct TaskFile {
     /// (`finish_task` always stays); every tool of its role without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// The `host:port`s its step's powers let it reach, through troupe's
+    /// broker (`supervisor::broker`); it has no network of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_hosts: Vec<String>,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
 }
@@ -121,6 +125,7 @@ impl TaskFile {
             durability: DurabilityMode::default(),
             output_schema: None,
             tools: None,
+            network_hosts: Vec::new(),
             created_at,
         }
     }

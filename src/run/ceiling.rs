@@ -19,6 +19,10 @@ pub struct Ceiling {
     pub read_scope: ReadScope,
     pub allow_read: Vec<PathBuf>,
     pub sandbox_off: bool,
+    /// The hosts a step may name (`--allow-host`), or every host
+    /// (`--allow-network`).
+    pub allow_hosts: Vec<String>,
+    pub allow_network: bool,
     pub timeout: u64,
     pub max_turns: u32,
     pub max_tokens: Option<u64>,
@@ -44,6 +48,8 @@ impl Ceiling {
             read_scope: settings.sandbox.read_scope,
             allow_read: settings.sandbox.allow_read.clone(),
             sandbox_off: settings.sandbox.mode == SandboxMode::Off,
+            allow_hosts: settings.allow_hosts.clone(),
+            allow_network: settings.sandbox.allow_network,
             timeout: settings.serve.timeout.as_secs(),
             max_turns: settings.limits.max_turns,
             max_tokens: settings.limits.max_tokens,
@@ -73,10 +79,23 @@ impl Ceiling {
                 "powers.mcp names `{name}`, a server the run does not give workers (it gives: {given}); configure it in troupe.toml or with --mcp"
             ));
         }
-        if let Some(host) = powers.hosts().first() {
+        let allowed = |host: &String| {
+            self.allow_network
+                || self
+                    .allow_hosts
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(host))
+        };
+        if let Some(host) = powers.hosts().iter().find(|h| !allowed(h)) {
             return Err(format!(
-                "powers.network asks for {host}: troupe cannot yet hold a step to single hosts (it has no connection broker), and a run's agents reach the network only all together (--allow-network); leave network out, or \"none\""
+                "powers.network asks for {host}, which the run does not allow (give the run --allow-host {host})"
             ));
+        }
+        if !powers.hosts().is_empty() && self.sandbox_off {
+            return Err(
+                "powers.network is held by the sandbox's network namespace, and the run's is off (--sandbox off)"
+                    .to_string(),
+            );
         }
         if let Some(path) = powers.read.iter().find(|p| !self.readable(p)) {
             return Err(format!(

@@ -166,6 +166,17 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
         task.sandbox.write = Some(write.iter().map(|p| workspace.join(p)).collect());
     }
     task.sandbox.allow_read.extend(powers.read.iter().cloned());
+    if !powers.hosts().is_empty() || powers.network.is_some() {
+        // Its hosts through troupe's broker, and no network of its own.
+        task.sandbox.allow_network = false;
+        task.network_hosts = powers.hosts().to_vec();
+    }
+    if !task.network_hosts.is_empty() {
+        task.task.push_str(&format!(
+            "\n\nThe network: your commands reach only {} and only through troupe's HTTP proxy, which HTTP_PROXY and HTTPS_PROXY name (curl, pip, git and most tools use it by themselves); troupe refuses every other host.",
+            task.network_hosts.join(", ")
+        ));
+    }
     if let Some(turns) = powers.max_turns {
         task.limits.max_turns = turns;
     }

@@ -12,6 +12,7 @@
 //! `mcp`, `paint`, `process`, `protocol`, `record`, `sandbox`, `signal`,
 //! `text`, `timefmt`, `transcript`; never `agent` or `run`.
 
+pub mod broker;
 pub mod child;
 pub mod command;
 pub mod events;

@@ -60,6 +60,9 @@ pub struct AgentSettings {
     pub mcp: Vec<crate::mcp::config::ServerConfig>,
     /// The servers troupe reaches for the agents, once connected.
     pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
+    /// The `host:port`s a step's powers may name, for troupe's broker to
+    /// open (`--allow-host`).
+    pub allow_hosts: Vec<String>,
 }
 
 impl AgentSettings {
@@ -240,6 +243,17 @@ pub async fn run_prepared(
         mcp: config.remote_mcp.clone(),
     };
     let free = free_guarded(task);
+    // Held while the agent runs; its end stops it.
+    let _broker = match task.network_hosts.is_empty() {
+        true => None,
+        false => Some(
+            super::broker::Broker::start(&task.subagent_dir(), task.network_hosts.clone())
+                .map_err(|source| SpawnError::Prepare {
+                    path: task.subagent_dir().join(super::broker::SOCKET),
+                    source,
+                })?,
+        ),
+    };
     let outcome = serve(command, run).await;
     let task = config.task;
     let (concluded, planted) = tokio::task::spawn_blocking(move || {

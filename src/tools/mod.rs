@@ -144,6 +144,9 @@ pub struct CommandSetting {
     pub processes: Option<u64>,
     /// Variables that are an MCP server's alone, kept from commands.
     pub withheld_env: Vec<String>,
+    /// The agent's proxy to its step's broker, which commands are given
+    /// as their HTTP proxy.
+    pub proxy: Option<String>,
 }
 
 impl CommandSetting {

@@ -74,6 +74,20 @@ async fn run(
     for name in &ctx.commands.withheld_env {
         sh.env_remove(name);
     }
+    if let Some(proxy) = &ctx.commands.proxy {
+        for name in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            sh.env(name, proxy);
+        }
+        // Every host goes through troupe, which says which it lets by.
+        sh.env_remove("NO_PROXY").env_remove("no_proxy");
+    }
     sh.arg("-c")
         .arg(command)
         .current_dir(cwd)

@@ -256,3 +256,108 @@ fn a_step_that_may_write_docs_lands_only_docs_from_its_checkout() {
         "{files}"
     );
 }
+
+/// A server on 127.0.0.1 that answers every request with `body`; its port.
+fn http_server(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    port
+}
+
+/// A command that fetches `url` with the proxy its environment names, and
+/// prints the body, or the refusal's status and body.
+fn fetch(url: &str) -> Value {
+    let script = format!(
+        "import urllib.request as u, urllib.error as e\ntry:\n    print('got', u.urlopen('{url}', timeout=20).read().decode())\nexcept e.HTTPError as r:\n    print('refused', r.code, r.read().decode())\nexcept Exception as x:\n    print('failed', x)\n"
+    );
+    json!({"tool_calls": [{"name": "run_command", "arguments": {"command": format!("python3 -c \"{}\"", script.replace('"', "\\\""))}}]})
+}
+
+#[test]
+fn a_step_reaches_the_hosts_its_powers_name_through_troupe_and_no_other() {
+    if !crate::common::present(
+        "the connection broker",
+        "python3",
+        std::path::Path::new("/usr/bin/python3").exists(),
+    ) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let allowed = http_server("hello from the allowed host");
+    let other = http_server("hello from another host");
+    let allowed_url = format!("http://127.0.0.1:{allowed}/");
+    let other_url = format!("http://127.0.0.1:{other}/");
+    let host = format!("127.0.0.1:{allowed}");
+    let rules = vec![
+        planner(json!([
+            with_powers("online", json!({"network": [host]})),
+            {"id": "offline", "description": "do offline", "type": "COMMAND", "dependencies": []}
+        ])),
+        worker_rule(
+            "online",
+            vec![fetch(&allowed_url), fetch(&other_url), finish()],
+        ),
+        worker_rule("offline", vec![fetch(&allowed_url), finish()]),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &[
+            "--max-replans",
+            "0",
+            "--isolation",
+            "shared",
+            "--allow-host",
+            &host,
+        ],
+    );
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let said = |step: &str, n: usize| {
+        tool_results(&team.dir.join(format!("{step}/worker-1")))[n]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let reached = said("online", 0);
+    assert!(
+        reached.contains("got hello from the allowed host"),
+        "{reached}"
+    );
+    let refused = said("online", 1);
+    assert!(
+        refused.contains("refused 403")
+            && refused.contains(&format!(
+                "troupe refused 127.0.0.1:{other}: it is not among this step's powers.network"
+            )),
+        "{refused}"
+    );
+    let log =
+        std::fs::read_to_string(team.dir.join("online/worker-1/.subagent/network.log")).unwrap();
+    assert!(log.contains(&format!("127.0.0.1:{other}")), "{log}");
+    let offline = said("offline", 0);
+    assert!(
+        offline.contains("failed"),
+        "a step without network reaches nothing: {offline}"
+    );
+    let brief = read_json(&team.dir.join("online/worker-1/.subagent/task.json"));
+    assert!(
+        brief["task"]
+            .as_str()
+            .unwrap()
+            .contains("only through troupe's HTTP proxy")
+    );
+}
