@@ -102,6 +102,45 @@ impl Powers {
         Ok(powers)
     }
 
+    /// The powers in one line, as `troupe plan` and `validate` show them.
+    pub fn describe(&self) -> String {
+        let mut said = Vec::new();
+        let list = |items: &[String]| match items.is_empty() {
+            true => "none".to_string(),
+            false => items.join(", "),
+        };
+        if let Some(tools) = &self.tools {
+            said.push(format!("tools {} (and finish_task)", list(tools)));
+        }
+        if let Some(write) = &self.write {
+            let paths: Vec<String> = write.iter().map(|p| p.display().to_string()).collect();
+            said.push(format!("writes only {}", list(&paths)));
+        }
+        if !self.read.is_empty() {
+            let paths: Vec<String> = self.read.iter().map(|p| p.display().to_string()).collect();
+            said.push(format!("reads {}", list(&paths)));
+        }
+        if let Some(mcp) = &self.mcp {
+            said.push(format!("MCP servers {}", list(mcp)));
+        }
+        if self.network.is_some() {
+            said.push(format!("network {}", list(self.hosts())));
+        }
+        for (name, value) in [
+            ("timeout", self.timeout.map(|s| format!("{s} s"))),
+            ("max_turns", self.max_turns.map(|n| n.to_string())),
+            ("max_tokens", self.max_tokens.map(|n| n.to_string())),
+        ] {
+            if let Some(value) = value {
+                said.push(format!("{name} {value}"));
+            }
+        }
+        match said.is_empty() {
+            true => "those of every step".to_string(),
+            false => said.join("; "),
+        }
+    }
+
     /// The hosts it asks to reach, if any.
     pub fn hosts(&self) -> &[String] {
         match &self.network {

@@ -42,6 +42,13 @@ pub fn render_tree(plan: &Plan, status: impl Fn(&str) -> Option<String>) -> Stri
             }
             out.push_str(&line);
             out.push('\n');
+            let pad = " ".repeat(width + 6);
+            if let Some(powers) = &step.powers {
+                out.push_str(&format!("{pad}powers: {}\n", powers.describe()));
+            }
+            if step.output_schema.is_some() {
+                out.push_str(&format!("{pad}returns a result (output_schema)\n"));
+            }
         }
     }
     out

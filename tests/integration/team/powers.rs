@@ -99,6 +99,12 @@ fn a_plan_that_asks_for_more_than_the_run_gives_is_refused_with_the_step_and_the
             .to_string(),
     );
     assert_eq!(out.code, 0, "within the ceiling: {}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("powers: tools read_file (and finish_task); max_turns 5"),
+        "validate shows them: {}",
+        out.stdout
+    );
 }
 
 #[test]
