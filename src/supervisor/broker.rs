@@ -45,10 +45,14 @@ impl Broker {
         std::fs::set_permissions(&at, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
         let listener = UnixListener::from_std(listener)?;
-        let log = records.join("network.log");
+        // The agent's directory: its log is reached without a link.
+        let log = std::sync::Arc::new(crate::fsutil::RecordDir::from_fd(
+            dir,
+            records.to_path_buf(),
+        ));
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (hosts, log) = (hosts.clone(), log.clone());
+                let (hosts, log) = (hosts.clone(), std::sync::Arc::clone(&log));
                 tokio::spawn(async move {
                     if let Some(refused) = serve(client, &hosts).await {
                         note(&log, &refused);
@@ -188,14 +192,12 @@ async fn refuse(client: &mut UnixStream, status: &str, why: String) -> Option<St
     Some(why)
 }
 
-/// One line of the broker's log; a log that cannot be written loses it.
-fn note(log: &Path, line: &str) {
+/// One line of the broker's log, `network.log` in the agent's records,
+/// where the agent could have planted a link: opened beneath the
+/// directory without following one. A log that cannot be written loses it.
+fn note(records: &crate::fsutil::RecordDir, line: &str) {
     use std::io::Write;
-    let opened = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log);
-    if let Ok(mut file) = opened {
+    if let Ok(mut file) = records.open_append("network.log") {
         let _ = writeln!(file, "{line}");
     }
 }
