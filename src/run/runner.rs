@@ -166,7 +166,7 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
         task.sandbox.write = Some(write.iter().map(|p| workspace.join(p)).collect());
     }
     task.sandbox.allow_read.extend(powers.read.iter().cloned());
-    if !powers.hosts().is_empty() || powers.network.is_some() {
+    if powers.network.is_some() {
         // Its hosts through troupe's broker, and no network of its own.
         task.sandbox.allow_network = false;
         task.network_hosts = powers.hosts().to_vec();
