@@ -62,6 +62,8 @@ pub fn replay(record: &mut RunRecord, run_dir: &Path, accept_unreviewed: bool) -
         step.reason = None;
         step.completed_at = line.at;
         step.duration_seconds = line.seconds;
+        // Its result was checked before troupe wrote its end.
+        step.result = step.checked_result();
         said.push(format!(
             "{}'s end ({}) was found in events.jsonl ahead of run.json and recorded; it is not run again",
             step.id,
