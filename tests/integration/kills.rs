@@ -295,9 +295,14 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
 fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again() {
     let sandbox = Sandbox::new();
     with_log(&sandbox);
+    // s1 returns a typed result, which its replayed end keeps.
+    let mut s1_step = step("s1", &[]);
+    s1_step["output_schema"] = json!({"type": "object", "required": ["lines"]});
+    let mut s1_work = appends("by-s1", 0);
+    s1_work[1] = json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "appended", "result": {"lines": 1}}}]});
     let slow = vec![
-        planner(json!([step("s1", &[]), step("s2", &["s1"])])),
-        worker_rule("s1", appends("by-s1", 0)),
+        planner(json!([s1_step.clone(), step("s2", &["s1"])])),
+        worker_rule("s1", s1_work.clone()),
         worker_rule("s2", appends("by-s2", 30_000)),
         approving_reviewer(),
     ];
@@ -329,14 +334,19 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
     s1["attempts"][0]["worker"]["status"] = json!("running");
     s1["attempts"][0]["worker"]["summary"] = json!("");
     s1["attempts"][0]["reviews"][0]["status"] = json!("running");
+    s1.as_object_mut().unwrap().remove("result");
+    s1["attempts"][0]["worker"]
+        .as_object_mut()
+        .unwrap()
+        .remove("result");
     record["steps"][1]["status"] = json!("pending");
     record["steps"][1]["attempts"] = json!([]);
     std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
     std::fs::remove_dir_all(dir.join("s2")).unwrap();
 
     let fast = vec![
-        planner(json!([step("s1", &[]), step("s2", &["s1"])])),
-        worker_rule("s1", appends("by-s1", 0)),
+        planner(json!([s1_step, step("s2", &["s1"])])),
+        worker_rule("s1", s1_work),
         worker_rule("s2", appends("by-s2", 0)),
         approving_reviewer(),
     ];
@@ -365,6 +375,11 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
         "the worker's record is read back from its sealed result"
     );
     assert_eq!(s1["attempts"][0]["reviews"][0]["status"], "completed");
+    assert_eq!(
+        s1["result"],
+        json!({"lines": 1}),
+        "its checked result is kept"
+    );
 }
 
 #[test]
