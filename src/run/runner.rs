@@ -188,27 +188,35 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
     }
 }
 
-/// The directories of `rel` that `base` lacks, each owned as `base` is
-/// (an upper layer is the agent's uid's), never made through a link: the
-/// agent checks again, and refuses a step whose path it cannot hold to.
+/// The directories of `rel` that `base` lacks, made without following a
+/// link on the way (`fsutil::nofollow`); the last one owned as `base` is
+/// (an upper layer is the agent's uid's). What is there already, or cannot
+/// be made, is left to the agent, which checks again and refuses the step.
 fn make_dirs(base: &Path, rel: &Path) {
+    use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
-    let Ok(owner) = std::fs::metadata(base) else {
+    // Something there already (a file, a link) is the agent's to judge.
+    if std::fs::symlink_metadata(base.join(rel)).is_ok() {
         return;
-    };
-    let mut dir = base.to_path_buf();
-    for part in rel.components() {
-        dir.push(part);
-        match std::fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => return,
-            Err(_) => {
-                if std::fs::create_dir(&dir).is_err() {
-                    return;
-                }
-                let _ = std::os::unix::fs::lchown(&dir, Some(owner.uid()), Some(owner.gid()));
-            }
-        }
+    }
+    let made = std::fs::metadata(base).and_then(|owner| {
+        let root = crate::fsutil::nofollow::open_dir(base)?;
+        let dir = crate::fsutil::nofollow::create_dirs_beneath(root.as_fd(), rel)?;
+        nix::unistd::fchownat(
+            dir.as_fd(),
+            "",
+            Some(nix::unistd::Uid::from_raw(owner.uid())),
+            Some(nix::unistd::Gid::from_raw(owner.gid())),
+            nix::fcntl::AtFlags::AT_EMPTY_PATH,
+        )
+        .map_err(std::io::Error::from)
+    });
+    if let Err(e) = made {
+        crate::tell!(
+            "troupe: cannot make {} in {} for its step's powers.write: {e}",
+            rel.display(),
+            base.display()
+        );
     }
 }
 

@@ -160,7 +160,7 @@ fn confine_self(
     let scratch = view.as_ref().map(|v| v.scratch.clone()).unwrap_or_default();
     // With a view, its mounts hold the step's write paths already.
     if view.is_none() {
-        super::prepare_write_paths(task)?;
+        super::open_write_paths(task)?;
     }
     let mut writable = writable_paths(task);
     writable.extend(scratch.iter().cloned());

@@ -107,38 +107,59 @@ pub fn writable_paths(task: &TaskFile) -> Vec<PathBuf> {
     paths
 }
 
-/// Makes the directories a worker's `write` powers name that are missing,
-/// never through a link: a link on the way (which a worker of an earlier
-/// step could have planted) would carry the Landlock rule, which follows
-/// it, out of the workspace. A file that is there stays as it is.
-pub(super) fn prepare_write_paths(task: &TaskFile) -> Result<(), SandboxError> {
+/// Why a `write` path is refused when a link stands at it or on its way.
+const THROUGH_A_LINK: &str =
+    "it is a link, or one stands on the way to it, and troupe lets no step write through one";
+
+/// The paths a worker's `write` powers name, each opened (a directory
+/// made if missing) without following a link on the way or at its end:
+/// a link there (which a worker of an earlier step could have planted)
+/// would carry the mount or Landlock rule out of the workspace. The view
+/// binds these descriptors, not the paths, so a path swapped meanwhile
+/// cannot take the bind elsewhere. A file that is there stays a file.
+pub(super) fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+    use crate::fsutil::nofollow;
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{Mode, SFlag};
     use std::os::fd::AsFd;
     let Some(write) = &task.sandbox.write else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let refused = |path: &Path, why: String| {
         SandboxError::Setup(format!("powers.write names {}: {why}", path.display()))
     };
-    let root = crate::fsutil::nofollow::open_dir(&task.workspace)
-        .map_err(|e| refused(&task.workspace, e.to_string()))?;
-    for path in write {
-        let rel = path
-            .strip_prefix(&task.workspace)
-            .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
-        let dir = match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(refused(
-                    path,
-                    "it is a link, and troupe lets no step write through one".to_string(),
-                ));
+    let root =
+        nofollow::open_dir(&task.workspace).map_err(|e| refused(&task.workspace, e.to_string()))?;
+    let open = |rel: &Path| nofollow::open_beneath(root.as_fd(), rel, OFlag::O_PATH, Mode::empty());
+    write
+        .iter()
+        .map(|path| {
+            let rel = path
+                .strip_prefix(&task.workspace)
+                .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
+            let fd = match open(rel) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    nofollow::create_dirs_beneath(root.as_fd(), rel).and_then(|_| open(rel))
+                }
+                opened => opened,
             }
-            Ok(meta) if !meta.is_dir() => rel.parent().unwrap_or(Path::new("")),
-            _ => rel,
-        };
-        crate::fsutil::nofollow::create_dirs_beneath(root.as_fd(), dir)
-            .map_err(|e| refused(path, e.to_string()))?;
-    }
-    Ok(())
+            .map_err(|e| match nofollow::is_refusal(&e) {
+                true => refused(path, THROUGH_A_LINK.to_string()),
+                false => refused(path, e.to_string()),
+            })?;
+            let kind = nix::sys::stat::fstat(fd.as_fd())
+                .map(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT)
+                .map_err(|e| refused(path, e.to_string()))?;
+            match kind {
+                SFlag::S_IFDIR | SFlag::S_IFREG => Ok((path.clone(), fd)),
+                SFlag::S_IFLNK => Err(refused(path, THROUGH_A_LINK.to_string())),
+                _ => Err(refused(
+                    path,
+                    "it is neither a directory nor a file".to_string(),
+                )),
+            }
+        })
+        .collect()
 }
 
 /// The system directories that programs and builds read, for the `system`

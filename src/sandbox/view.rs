@@ -232,8 +232,8 @@ pub fn build(
     };
     // Last, over everything else: what is mounted in the workspace keeps
     // its own flags.
-    if let Some(write) = &settings.write {
-        narrow_writes(task, write)?;
+    if settings.write.is_some() {
+        narrow_writes(task)?;
     }
     std::env::set_current_dir(&task.workspace)
         .map_err(|e| format!("cannot enter {}: {e}", task.workspace.display()))?;
@@ -433,11 +433,11 @@ fn protect_results(task: &TaskFile) -> Result<(), String> {
 /// scratch directory's Landlock rule covers a workspace under `/tmp`, and
 /// Landlock cannot take a path back out of a rule. A step whose paths
 /// cannot be held to is not run.
-fn narrow_writes(task: &TaskFile, write: &[PathBuf]) -> Result<(), String> {
-    super::prepare_write_paths(task).map_err(|e| e.to_string())?;
+fn narrow_writes(task: &TaskFile) -> Result<(), String> {
+    let opened = super::open_write_paths(task).map_err(|e| e.to_string())?;
     mounts::bind(&task.workspace, &task.workspace)?;
-    for path in write {
-        mounts::bind(path, path)?;
+    for (path, fd) in &opened {
+        mounts::bind_fd(fd.as_fd(), path)?;
     }
     mounts::read_only(&task.workspace)
 }
