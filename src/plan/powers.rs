@@ -79,9 +79,12 @@ impl Powers {
         {
             return Err(format!("`network` names `{host}`, which is not host:port"));
         }
-        if let Some(path) = powers.read.iter().find(|p| !p.is_absolute()) {
+        let plain = |p: &PathBuf| {
+            p.is_absolute() && p.components().all(|c| !matches!(c, Component::ParentDir))
+        };
+        if let Some(path) = powers.read.iter().find(|p| !plain(p)) {
             return Err(format!(
-                "`read` names {}, which is not an absolute path",
+                "`read` names {}, which is not an absolute path (without ..)",
                 path.display()
             ));
         }
@@ -188,6 +191,10 @@ mod tests {
                 "not a path inside the workspace",
             ),
             (json!({"read": ["data"]}), "not an absolute path"),
+            (
+                json!({"read": ["/usr/../root"]}),
+                "not an absolute path (without ..)",
+            ),
             (json!({"network": "all"}), "not \"all\""),
             (json!({"network": ["example.org"]}), "not host:port"),
             (json!({"max_turns": 0}), "above 0"),

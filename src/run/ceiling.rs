@@ -137,8 +137,14 @@ impl Ceiling {
         Ok(())
     }
 
-    /// Whether the run's agents may read `path`.
+    /// Whether the run's agents may read `path`, as named and where its
+    /// links lead.
     fn readable(&self, path: &Path) -> bool {
+        let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        self.covers(path) && self.covers(&real)
+    }
+
+    fn covers(&self, path: &Path) -> bool {
         let listed = self.allow_read.iter().any(|dir| path.starts_with(dir));
         match self.read_scope {
             ReadScope::All => true,

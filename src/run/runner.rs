@@ -165,7 +165,12 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
         let workspace = task.workspace.clone();
         task.sandbox.write = Some(write.iter().map(|p| workspace.join(p)).collect());
     }
-    task.sandbox.allow_read.extend(powers.read.iter().cloned());
+    // Where their links lead, as the ceiling checked them.
+    let read = powers
+        .read
+        .iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()));
+    task.sandbox.allow_read.extend(read);
     if powers.network.is_some() {
         // Its hosts through troupe's broker, and no network of its own.
         task.sandbox.allow_network = false;
