@@ -225,16 +225,17 @@ impl StepRecord {
     }
 
     /// The result of a step that returns one and is done: its last
-    /// worker's, which the step checked against its output_schema before
-    /// it went on. None for a step without a schema, whatever a worker
-    /// sent.
+    /// worker's, if it matches the step's output_schema (checked here
+    /// again: a resume reads it back from the worker's directory). None for
+    /// a step without a schema, whatever a worker sent.
     pub fn checked_result(&self) -> Option<serde_json::Value> {
         let done = matches!(self.status, StepStatus::Completed | StepStatus::Unreviewed);
-        self.output_schema.as_ref().filter(|_| done)?;
+        let schema = self.output_schema.as_ref().filter(|_| done)?;
         self.attempts
             .last()
             .and_then(|a| a.worker.as_ref())
             .and_then(|w| w.result.clone())
+            .filter(|result| crate::plan::output::result_errors(schema, Some(result)).is_empty())
     }
 
     /// Completed, or accepted without a review.

@@ -172,8 +172,8 @@ fn describe_dependency(dep: &Delivered<'_>) -> String {
     match dep.report {
         Some(report) => {
             text.push_str(&format!("\n  result: {}", report.summary.trim()));
-            if let Some(result) = dep.step.checked_result() {
-                text.push_str(&format!("\n  typed result (JSON): {}", compact(&result)));
+            if let Some(result) = &dep.step.result {
+                text.push_str(&format!("\n  typed result (JSON): {}", compact(result)));
             }
             if !report.deliverables_files.is_empty() {
                 text.push_str(&format!(
