@@ -20,6 +20,9 @@ pub struct ServerConfig {
     /// The server needs the network: troupe runs it, outside the agents'
     /// sandboxes, and relays their calls.
     pub network: bool,
+    /// What it reads to start, outside the system directories
+    /// (`install::read_paths`), found once when the config is read.
+    pub installed: Vec<std::path::PathBuf>,
 }
 
 /// `[mcp_servers.NAME]` as the user writes it: a `command` (with its
@@ -95,6 +98,7 @@ impl ServerConfig {
             server,
             roles: workers_only(),
             network: false,
+            installed: Vec::new(),
         })
     }
 
@@ -121,6 +125,7 @@ impl ServerConfig {
             server,
             roles: table.roles,
             network: table.network,
+            installed: Vec::new(),
         })
     }
 
@@ -180,6 +185,13 @@ pub fn gather(
         if servers[..i].iter().any(|s| s.name() == config.name()) {
             return Err(McpConfigError::Twice(config.name().to_string()));
         }
+    }
+    // The system directories are the read scope's to open.
+    for config in &mut servers {
+        config.installed = super::install::read_paths(&config.server)
+            .into_iter()
+            .filter(|p| !crate::sandbox::in_system_dirs(p))
+            .collect();
     }
     Ok(servers)
 }

@@ -73,19 +73,17 @@ impl AgentSettings {
         task.limits = self.limits.clone();
         task.sandbox = self.sandbox.clone();
         task.durability = self.durability;
-        task.mcp = self
+        let own: Vec<_> = self
             .mcp
             .iter()
             .filter(|config| config.serves(task.role) && !config.is_remote())
-            .map(|config| config.server.clone())
             .collect();
-        // The servers the agent starts read where they are installed; the
-        // system directories are the read scope's to open.
-        let installed = task.mcp.iter().flat_map(crate::mcp::install::read_paths);
+        task.mcp = own.iter().map(|config| config.server.clone()).collect();
+        // The servers the agent starts read where they are installed.
         let allow_read = &mut task.sandbox.allow_read;
-        for path in installed.filter(|p| !crate::sandbox::in_system_dirs(p)) {
-            if !allow_read.contains(&path) {
-                allow_read.push(path);
+        for path in own.iter().flat_map(|config| &config.installed) {
+            if !allow_read.contains(path) {
+                allow_read.push(path.clone());
             }
         }
         task.mcp_remote = self
