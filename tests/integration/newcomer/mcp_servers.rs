@@ -7,6 +7,18 @@ use serde_json::{Value, json};
 
 use crate::common::{Sandbox, run, spawn_command, troupe};
 
+/// Agent 1, a worker with the MCP server `server`, that asks it the time
+/// once and finishes: its run (which must exit 0), and the tool's result.
+fn ask_the_time(sandbox: &Sandbox, server: &str) -> (crate::common::Run, Value) {
+    let model = asking_the_time(sandbox);
+    let mut command = spawn_command(sandbox, 1, "ask the time", &model);
+    command.args(["--mcp", server]);
+    let out = run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result = first_tool_result(sandbox);
+    (out, result)
+}
+
 /// A worker that calls the time server's `get_current_time` once, then
 /// finishes.
 fn asking_the_time(sandbox: &Sandbox) -> String {
@@ -42,12 +54,7 @@ fn a_server_installed_in_a_home_directory_starts_with_no_allow_read() {
     );
     let sandbox = Sandbox::new();
     let server = format!("time={}", bin.join("mcp-server-time").display());
-    let model = asking_the_time(&sandbox);
-    let mut command = spawn_command(&sandbox, 1, "ask the time", &model);
-    command.args(["--mcp", &server]);
-    let out = run(command);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let result = first_tool_result(&sandbox);
+    let (out, result) = ask_the_time(&sandbox, &server);
     assert_eq!(result["success"], true, "{result}");
     assert!(
         result["content"].as_str().unwrap().contains("UTC"),
@@ -115,12 +122,7 @@ fn a_server_the_sandbox_stops_is_unlisted_and_named_in_the_models_tool_error() {
         unconfined.stdout
     );
 
-    let model = asking_the_time(&sandbox);
-    let mut command = spawn_command(&sandbox, 1, "ask the time", &model);
-    command.args(["--mcp", &server]);
-    let out = run(command);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let result = first_tool_result(&sandbox);
+    let (out, result) = ask_the_time(&sandbox, &server);
     assert_eq!(result["success"], false, "{result}");
     let said = result["content"].as_str().unwrap_or_default().to_string()
         + result["error"].as_str().unwrap_or_default();
