@@ -38,6 +38,7 @@ pub mod sandbox;
 pub mod settings;
 pub mod signal;
 pub mod supervisor;
+pub mod telemetry;
 pub mod text;
 pub mod timefmt;
 pub mod tools;

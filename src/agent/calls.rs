@@ -6,6 +6,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
@@ -13,7 +14,7 @@ use futures_util::future::join_all;
 use super::outbox::Outbox;
 use super::stats::StatsCounter;
 use crate::chat::ToolCall;
-use crate::protocol::{FromChild, UnstartedServer};
+use crate::protocol::{FromChild, TraceParent, UnstartedServer};
 use crate::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry, cap_output};
 
 /// What one call gave.
@@ -34,6 +35,11 @@ pub struct CallRunner {
     pub ctx: Arc<ToolContext>,
     pub stats: Arc<StatsCounter>,
     pub out: Outbox,
+    /// The agent's own span (its `TRACEPARENT`), under which each call's
+    /// span is derived from the call's place in `reported`.
+    pub trace: Option<TraceParent>,
+    /// The `tool_call` lines sent so far.
+    pub reported: AtomicU64,
 }
 
 impl CallRunner {
@@ -107,18 +113,24 @@ impl CallRunner {
     }
 
     async fn run_one(&self, call: &ToolCall) -> CallResult {
+        // Counted and sent together, so the parent, counting the lines it
+        // reads, derives the same span.
+        let seq = self.reported.fetch_add(1, Ordering::Relaxed) + 1;
         self.out.send(&FromChild::ToolCall {
             call_id: call.id.clone(),
             name: call.name().to_string(),
             arguments: call.arguments_value(),
         });
+        let trace = self.trace.map(|agent| agent.tool_call(seq));
         let (output, fatal) = match self.registry.get(call.name()) {
             None => (ToolOutput::failed(self.unknown(call.name()), ""), None),
             Some(tool) => {
                 if let Some(counter) = tool.about().counter {
                     self.stats.count(counter);
                 }
-                let called = AssertUnwindSafe(tool.call(&call.function.arguments, &self.ctx));
+                let called = crate::tools::CALL_TRACE
+                    .scope(trace, tool.call(&call.function.arguments, &self.ctx));
+                let called = AssertUnwindSafe(called);
                 match called.catch_unwind().await.unwrap_or_else(|panic| {
                     Err(crate::tools::panicked(call.name(), panic.as_ref()))
                 }) {
@@ -138,6 +150,7 @@ impl CallRunner {
             success: output.success,
             summary: output.summary(),
             changed: output.success && changes,
+            bytes: output.content.len() as u64,
         });
         CallResult { output, fatal }
     }

@@ -288,6 +288,8 @@ async fn run_task(
         ctx: Arc::clone(&ctx),
         stats: Arc::clone(&stats),
         out: out.clone(),
+        trace: crate::protocol::TraceParent::from_env(),
+        reported: Default::default(),
     };
     let mut session = Session::new(task, model, calls, &mut transcript, cancel);
     if task.role == AgentRole::Reviewer {

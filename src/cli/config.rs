@@ -32,6 +32,7 @@ struct ConfigFile {
     temperature: Option<f32>,
     context_window: Option<u32>,
     structured: Option<String>,
+    otlp_endpoint: Option<String>,
     /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
     #[serde(default)]
     roles: std::collections::BTreeMap<Role, RoleConfig>,
@@ -130,6 +131,7 @@ impl Sources {
             "TROUPE_TEMPERATURE" => ("temperature", text(f.temperature)),
             "TROUPE_CONTEXT_WINDOW" => ("context_window", text(f.context_window)),
             "TROUPE_STRUCTURED" => ("structured", f.structured.clone()),
+            "TROUPE_OTLP_ENDPOINT" => ("otlp_endpoint", f.otlp_endpoint.clone()),
             _ => return self.role_value(env),
         };
         value.map(|value| (key, value))

@@ -13,6 +13,7 @@ use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
 use crate::record::{RunRecord, RunStatus};
 use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
+use crate::telemetry::Span;
 use crate::text::count;
 
 #[derive(Debug, Args)]
@@ -79,7 +80,9 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         true => Meanwhile::Merge,
         false => Meanwhile::Refuse,
     };
-    match apply_into(&isolation, &workspace, &dir, meanwhile).await {
+    let span = Span::root("troupe.apply", record.trace());
+    span.set("troupe.run.id", record.run_id.clone());
+    match apply_into(&isolation, &workspace, &dir, meanwhile, span).await {
         Ok(Applied { conflicted, .. }) if !conflicted.is_empty() => {
             crate::tell!(
                 "troupe: {} conflict markers where your changes and the run's overlap: {}; resolve them there",
@@ -193,14 +196,28 @@ async fn clean_branches(place: &Place) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Applies the run's branch to `workspace` and says what it wrote.
+/// Applies the run's branch to `workspace`, in `span`, and says what it
+/// wrote.
 async fn apply_into(
     isolation: &IsolationRecord,
     workspace: &Path,
     run_dir: &Path,
     meanwhile: Meanwhile,
+    span: Span,
 ) -> Result<Applied, ApplyError> {
-    let applied = apply(isolation, workspace, run_dir, meanwhile).await?;
+    span.set("troupe.branch", isolation.branch.clone());
+    let applied = apply(isolation, workspace, run_dir, meanwhile).await;
+    match &applied {
+        Ok(applied) => {
+            span.set("troupe.apply.written", applied.written.len() as i64);
+            span.set("troupe.apply.removed", applied.removed.len() as i64);
+            span.set("troupe.apply.conflicted", applied.conflicted.len() as i64);
+            span.succeed();
+        }
+        Err(e) => span.fail(e.to_string()),
+    }
+    span.end();
+    let applied = applied?;
     if applied.is_empty() {
         crate::tell!(
             "troupe: nothing to apply: {} already has every change of branch {}",
@@ -238,7 +255,7 @@ async fn apply_into(
 /// `--no-apply`, and only when it completed), or where the result is and
 /// the command that applies it; and the checkouts kept. The exit code
 /// stays the run's, but a refused apply makes a completed run's 1.
-pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8) -> u8 {
+pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8, run: &Span) -> u8 {
     let Ok(record) = load_run(run_dir) else {
         return exit_code;
     };
@@ -254,7 +271,9 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8) -> u8 
     );
     match (apply_result, record.status == RunStatus::Completed) {
         (true, true) => {
-            if let Err(e) = apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse).await {
+            let span = run.child("troupe.apply");
+            let applied = apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse, span);
+            if let Err(e) = applied.await {
                 crate::tell!("troupe: {e}");
                 crate::tell!(
                     "troupe: the result stays on branch {}; apply it later with: {command}",

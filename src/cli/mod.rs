@@ -18,6 +18,7 @@ mod run;
 mod runs;
 mod show;
 mod spawn;
+mod traces;
 mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -73,6 +74,14 @@ struct Cli {
     /// set), always, never.
     #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
     color: crate::paint::ColorChoice,
+
+    /// Export traces of `run`, `spawn` and `apply` over OTLP/HTTP
+    /// (protobuf) to this collector, e.g. http://127.0.0.1:4318 (the
+    /// /v1/traces path is added). Also OTEL_EXPORTER_OTLP_ENDPOINT,
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or otlp_endpoint in the config
+    /// file; with none of them nothing is exported.
+    #[arg(long, global = true, value_name = "URL")]
+    otlp_endpoint: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -154,6 +163,14 @@ pub fn main() -> ExitCode {
     };
     let cli = parse(&args);
     crate::paint::choose(cli.color);
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Spawn(_) | Command::Apply(_)
+    ) && let Err(e) = traces::start(cli.otlp_endpoint.as_deref(), &sources)
+    {
+        crate::tell!("troupe: {e}");
+        return ExitCode::from(2);
+    }
     // One thread: it forks every child, and PR_SET_PDEATHSIG is bound to
     // the forking thread, so that thread must live as long as troupe.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -185,6 +202,8 @@ pub fn main() -> ExitCode {
             Command::Man(args) => about::man(args),
         }
     });
+    // The last spans leave, or are given up on, before troupe ends.
+    crate::telemetry::finish();
     match outcome {
         Ok(code) => code,
         Err(error) => {

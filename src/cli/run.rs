@@ -19,6 +19,7 @@ use crate::run::{
     RoleModel, Start, TeamConfig, TeamError, TeamModels, TeamSettings, find_run, run_team,
 };
 use crate::settings::model::{ModelFlags, RoleFlags};
+use crate::telemetry::Span;
 
 #[derive(Debug, Args)]
 #[command(
@@ -164,6 +165,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let span = run_span(&start);
     // A resume that names no model goes on with the run's own.
     let remembered = match &start {
         Start::Resume { run_dir, .. } if !args.model.named(sources) => {
@@ -230,6 +232,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         },
         models,
         json: args.json,
+        span: span.clone(),
     };
     let outcome = run_team(config, team_models(roles)?)
         .await
@@ -237,8 +240,14 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             TeamError::Resume(e) => anyhow::Error::from(UsageError::of(e)),
             other => anyhow::Error::from(other),
         })?;
-    let code =
-        super::isolated::after_run(&outcome.run_dir, !args.team.no_apply, outcome.exit_code).await;
+    let code = super::isolated::after_run(
+        &outcome.run_dir,
+        !args.team.no_apply,
+        outcome.exit_code,
+        &span,
+    )
+    .await;
+    run_ended(&span, &outcome.run_dir, code);
     if let Some(command) = &args.on_finish {
         crate::supervisor::notify::on_finish(command, &outcome.run_dir.join("run.json")).await;
     }
@@ -246,6 +255,44 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
 }
 
 const ROLES: [Actor; 3] = [Actor::Planner, Actor::Worker, Actor::Reviewer];
+
+/// The run's span: a new trace, or the trace a resumed run began.
+fn run_span(start: &Start) -> Span {
+    let (goal, earlier) = match start {
+        Start::Fresh { goal, .. } => (goal.clone(), None),
+        Start::Resume { run_dir, .. } => match crate::inspect::load_run(run_dir) {
+            Ok(record) => (record.goal.clone(), Some(record)),
+            Err(_) => (String::new(), None),
+        },
+    };
+    let span = Span::root("troupe.run", earlier.as_ref().and_then(|r| r.trace()));
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(goal.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    span.set("troupe.goal.sha256", hex);
+    span.set("troupe.resumed", earlier.is_some());
+    span
+}
+
+/// The run's span, ended with what its record says.
+fn run_ended(span: &Span, run_dir: &Path, code: u8) {
+    if let Ok(record) = crate::inspect::load_run(run_dir) {
+        span.set("troupe.run.id", record.run_id.clone());
+        span.set("troupe.run.outcome", record.status.as_str());
+        if let Some(mode) = record.isolation_mode {
+            span.set("troupe.isolation", mode.as_str());
+        }
+        span.set("troupe.steps", record.steps.len() as i64);
+        span.set("gen_ai.usage.input_tokens", record.totals.token_usage.prompt as i64);
+        span.set("gen_ai.usage.output_tokens", record.totals.token_usage.completion as i64);
+    }
+    span.set("troupe.exit_code", i64::from(code));
+    match code {
+        0 => span.succeed(),
+        code => span.fail(format!("the run exited {code}")),
+    }
+    span.end();
+}
 
 /// The workspace of a run: `--workspace`, unless `--resume` names a run's
 /// directory and `--workspace` is left at its default, when it is the

@@ -179,7 +179,9 @@ async fn supervise(
         .with_context(|| format!("cannot write the status of agent {}", task.agent_id))?;
     let stop = StopSignal::default();
     let result_path = task.subagent_dir().join("result.json");
-    let config = SpawnConfig::new(task, settings, stop.clone(), "spawn");
+    // A spawned agent is a trace of its own.
+    let span = crate::telemetry::Span::root(format!("invoke_agent {}", task.role), None);
+    let config = SpawnConfig::new(task, settings, stop.clone(), "spawn").in_span(span);
     let interrupts = Interrupts::new();
     interrupts
         .watch(stop.clone())

@@ -33,6 +33,9 @@ pub fn run_text(seen: &SeenRun, render: &Render) -> String {
     if let Some(reason) = &run.reason {
         out.push_str(&format!("{reason}\n"));
     }
+    if let Some(trace) = &run.trace_id {
+        out.push_str(&format!("trace {trace}\n"));
+    }
     if let Some(note) = seen.died_note() {
         out.push_str(&format!("{note}\n"));
     }

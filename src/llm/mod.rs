@@ -171,4 +171,10 @@ const CONTEXT_WORDING: &[&str] = &[
 /// configuration names.
 pub trait ChatModel: Send + Sync {
     fn complete(&self, request: CompletionRequest) -> BoxFuture<'_, Result<Completion, LlmError>>;
+
+    /// Who serves the model and its name, as a model request's span
+    /// names them (`gen_ai.provider.name`, `gen_ai.request.model`).
+    fn identity(&self) -> (&'static str, &str) {
+        ("unknown", "unknown")
+    }
 }

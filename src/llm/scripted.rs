@@ -253,4 +253,8 @@ impl ChatModel for ScriptedModel {
     fn complete(&self, request: CompletionRequest) -> BoxFuture<'_, Result<Completion, LlmError>> {
         Box::pin(self.reply(request))
     }
+
+    fn identity(&self) -> (&'static str, &str) {
+        ("troupe.scripted", &self.source)
+    }
 }

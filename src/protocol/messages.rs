@@ -266,6 +266,10 @@ pub enum FromChild {
         /// edit_file, run_command): evidence of work behind a claim.
         #[serde(default)]
         changed: bool,
+        /// The size of the output the model was given (progress only,
+        /// for the call's span).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        bytes: u64,
     },
     /// The counters so far; also sent as a heartbeat while tools run, which
     /// is what lets the parent tell a slow command from a hung child.

@@ -15,6 +15,7 @@ mod proptests;
 pub mod sandbox;
 pub mod status;
 pub mod task;
+pub mod trace;
 pub mod verdict;
 
 pub use codec::{DEFAULT_LINE_CAP, LineReader, ProtocolError, decode_line, encode_line};
@@ -30,6 +31,7 @@ pub use sandbox::{
 };
 pub use status::AgentStatus;
 pub use task::{AgentLimits, LISTED_FILES, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
+pub use trace::{TRACEPARENT_ENV, TRACESTATE_ENV, TraceParent};
 pub use verdict::{parse_verdict, verdict_schema};
 
 /// Where a child started by troupe itself finds the pid of its parent, to

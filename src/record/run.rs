@@ -139,6 +139,10 @@ pub struct RunRecord {
     /// that names no model goes on with the run's own.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub models: std::collections::BTreeMap<String, String>,
+    /// The OpenTelemetry trace the run's spans are in (32 hex digits),
+    /// when it was exported; a resume goes on in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -377,6 +381,13 @@ impl Totals {
 }
 
 impl RunRecord {
+    /// The run's trace, when it has a well-formed one.
+    pub fn trace(&self) -> Option<u128> {
+        let hex = self.trace_id.as_deref()?;
+        let valid = hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        u128::from_str_radix(hex, 16).ok().filter(|id| valid && *id != 0)
+    }
+
     /// The command that picks this run up again, as a person can paste it
     /// from anywhere: the run's id and its workspace. The model flags it
     /// was run with are the user's to give again.

@@ -113,4 +113,8 @@ impl ChatModel for Counting {
             Ok(completion)
         })
     }
+
+    fn identity(&self) -> (&'static str, &str) {
+        self.inner.identity()
+    }
 }

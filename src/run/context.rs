@@ -66,6 +66,8 @@ pub struct RunContext {
     /// The workspace, held while the run's workers write it (`shared`):
     /// no other such run, and no apply, writes it meanwhile.
     pub writing: OnceLock<crate::fsutil::dir_lock::DirLock>,
+    /// The run's span: its steps' spans are its children.
+    pub span: crate::telemetry::Span,
 }
 
 impl RunContext {

@@ -89,6 +89,9 @@ pub struct TeamConfig {
     pub models: std::collections::BTreeMap<String, String>,
     /// Print the event stream on stdout.
     pub json: bool,
+    /// The run's span, whose trace run.json records; nothing when no
+    /// traces are exported.
+    pub span: crate::telemetry::Span,
 }
 
 /// A new run, or an old one picked up again.
@@ -186,6 +189,9 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
             (run_dir, held, record, opening)
         }
     };
+    if let Some(trace) = config.span.context() {
+        record.trace_id = Some(trace.trace_hex());
+    }
     let stop = StopSignal::default();
     let max_file_size = config.agents.limits.max_file_size;
     let checkouts = Checkouts::new(&config.agents);
@@ -232,6 +238,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         isolation,
         checkouts,
         ceiling: Some(ceiling::Ceiling::of(&settings)),
+        span: config.span,
     };
     let runner = |agents: Agents| -> Box<dyn AgentRunner> {
         Box::new(ProcessRunner {
@@ -345,6 +352,7 @@ fn fresh_record(
         isolation: None,
         isolation_mode: None,
         models: Default::default(),
+        trace_id: None,
     }
 }
 

@@ -12,7 +12,8 @@ use crate::chat::{Message, Usage};
 use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
 use crate::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
 use crate::prompts::{Prompt, render};
-use crate::protocol::{AgentId, AgentStats, AgentStatus};
+use crate::protocol::{AgentId, AgentStats, AgentStatus, TraceParent};
+use crate::telemetry::Span;
 use crate::transcript::Conversation;
 
 /// Why no plan came back.
@@ -59,6 +60,8 @@ pub struct Planner {
     on_retry: Option<RetryObserver>,
     /// What its plans' steps may ask for.
     ceiling: Option<super::ceiling::Ceiling>,
+    /// The run's span, which each planning is a child of.
+    trace: Option<TraceParent>,
 }
 
 impl Planner {
@@ -87,7 +90,14 @@ impl Planner {
             transcript,
             on_retry: None,
             ceiling: None,
+            trace: None,
         }
+    }
+
+    /// The planner, whose plannings are spans under the run's `trace`.
+    pub fn in_trace(mut self, trace: Option<TraceParent>) -> Self {
+        self.trace = trace;
+        self
     }
 
     /// The planner, whose plans are refused when a step asks for more than
@@ -115,15 +125,20 @@ impl Planner {
     }
 
     pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
+        let span = Span::under(self.trace, "troupe.planning");
         self.open()?;
-        let answer = self.ask(format!("Goal: {goal}")).await?;
-        match parse_plan(&answer) {
-            Ok(plan) => self.within_ceiling(plan, answer),
-            Err(e) => Err(PlanFailure::Invalid {
-                reason: e.to_string(),
-                answer,
-            }),
-        }
+        let planned = match self.ask(format!("Goal: {goal}"), &span).await {
+            Ok(answer) => match parse_plan(&answer) {
+                Ok(plan) => self.within_ceiling(plan, answer),
+                Err(e) => Err(PlanFailure::Invalid {
+                    reason: e.to_string(),
+                    answer,
+                }),
+            },
+            Err(failure) => Err(failure),
+        };
+        planned_in(&span, &planned);
+        planned
     }
 
     /// The system prompt, which says what a plan looks like.
@@ -153,18 +168,23 @@ impl Planner {
                 context.goal
             );
         }
-        let answer = self.ask(question).await?;
+        let span = Span::under(self.trace, "troupe.replanning");
         let (taken, done) = (context.taken, context.done);
-        match parse_plan_with(&answer, taken, done) {
-            Ok(plan) => self.within_ceiling(plan, answer),
-            Err(e) => Err(PlanFailure::Invalid {
-                reason: e.to_string(),
-                answer,
-            }),
-        }
+        let planned = match self.ask(question, &span).await {
+            Ok(answer) => match parse_plan_with(&answer, taken, done) {
+                Ok(plan) => self.within_ceiling(plan, answer),
+                Err(e) => Err(PlanFailure::Invalid {
+                    reason: e.to_string(),
+                    answer,
+                }),
+            },
+            Err(failure) => Err(failure),
+        };
+        planned_in(&span, &planned);
+        planned
     }
 
-    async fn ask(&mut self, question: String) -> Result<String, PlanFailure> {
+    async fn ask(&mut self, question: String, span: &Span) -> Result<String, PlanFailure> {
         self.conversation.messages.push(Message::user(question));
         let agent = AgentKey {
             role: Actor::Planner,
@@ -176,7 +196,7 @@ impl Planner {
             on_retry: self.on_retry.clone(),
             ..CompletionRequest::new(agent, self.conversation.messages.clone(), Vec::new())
         };
-        let result = self.model.complete(request).await;
+        let result = crate::telemetry::genai::complete(span.context(), &*self.model, request).await;
         let answer = match result {
             Ok(completion) => {
                 let text = completion.message.text().to_string();
@@ -226,4 +246,16 @@ impl Planner {
             );
         }
     }
+}
+
+/// A planning's span, ended with what it gave.
+fn planned_in(span: &Span, planned: &Result<Plan, PlanFailure>) {
+    match planned {
+        Ok(plan) => {
+            span.set("troupe.plan.steps", plan.steps.len() as i64);
+            span.succeed();
+        }
+        Err(failure) => span.fail(failure.to_string()),
+    }
+    span.end();
 }

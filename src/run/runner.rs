@@ -35,6 +35,8 @@ pub struct AgentRequest {
     pub output_schema: Option<serde_json::Value>,
     /// A worker's step's `powers`, within the run's ceiling.
     pub powers: Option<crate::plan::powers::Powers>,
+    /// The span of its attempt, which the agent's span is a child of.
+    pub trace: Option<crate::protocol::TraceParent>,
 }
 
 /// An agent's view of its step attempt's checkout.
@@ -130,7 +132,12 @@ impl ProcessRunner {
             narrow(&mut task, powers);
         }
         crate::supervisor::spawn::guard(&mut task);
-        let mut config = SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id);
+        let span = crate::telemetry::Span::under(
+            request.trace,
+            format!("invoke_agent {}", request.role.as_str()),
+        );
+        let mut config = SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
+            .in_span(span);
         if let Some(secs) = request.powers.as_ref().and_then(|p| p.timeout) {
             config.limits.timeout = std::time::Duration::from_secs(secs);
         }

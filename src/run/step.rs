@@ -10,6 +10,7 @@
 //! is tried once more, then the step is `unreviewed`.
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
@@ -23,6 +24,7 @@ use crate::record::{ChangeRecord, Claims};
 use crate::run::isolation::{AttemptSpace, Carried, IsolationError, Landing};
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::SpawnError;
+use crate::telemetry::Span;
 use crate::text::excerpt;
 
 /// What a step starts from, handed over by the run's owner.
@@ -209,8 +211,29 @@ pub enum StartError {
 /// One step, to its end.
 pub async fn run_step(ctx: &RunContext, start: StepStart, events: StepEvents) -> (String, StepEnd) {
     let id = start.step.id.clone();
-    let step = Step { ctx, start, events };
+    let span = ctx.span.child("troupe.step");
+    span.set("troupe.step.id", id.clone());
+    span.set("troupe.step.type", start.step.kind.clone());
+    let step = Step {
+        ctx,
+        start,
+        events,
+        span,
+        attempt_span: Mutex::new(Span::default()),
+    };
     let end = step.drive().await;
+    let (outcome, why) = match &end {
+        StepEnd::Completed => ("completed", None),
+        StepEnd::Failed(failure) => ("failed", Some(failure.to_string())),
+        StepEnd::Unreviewed { accepted: true, .. } => ("accepted_unreviewed", None),
+        StepEnd::Unreviewed { reason, .. } => ("unreviewed", Some(reason.clone())),
+    };
+    step.span.set("troupe.step.outcome", outcome);
+    match why {
+        Some(why) => step.span.fail(why),
+        None => step.span.succeed(),
+    }
+    step.span.end();
     (id, end)
 }
 
@@ -218,6 +241,10 @@ pub(super) struct Step<'c> {
     ctx: &'c RunContext,
     start: StepStart,
     events: StepEvents,
+    span: Span,
+    /// The span of the attempt under way (a step's attempts run one after
+    /// another), which its agents' and its landing's are children of.
+    attempt_span: Mutex<Span>,
 }
 
 impl Step<'_> {
@@ -227,7 +254,12 @@ impl Step<'_> {
         let mut feedback = self.start.feedback.clone();
         let mut attempt = first;
         loop {
-            let verdict = match self.attempt(attempt, feedback.as_ref()).await {
+            let span = self.span.child("troupe.attempt");
+            span.set("troupe.attempt", i64::from(attempt));
+            *self.attempt_span.lock().unwrap_or_else(PoisonError::into_inner) = span.clone();
+            let tried = self.attempt(attempt, feedback.as_ref()).await;
+            attempt_ended(&span, &tried);
+            let verdict = match tried {
                 Ok(Tried::Done(end)) => return end,
                 Ok(Tried::Again(verdict)) => verdict,
                 Err(error) => return StepEnd::Failed(StepFailure::Isolation { attempt, error }),
@@ -344,7 +376,10 @@ impl Step<'_> {
         end: StepEnd,
     ) -> Result<Tried, IsolationError> {
         let approved = matches!(end, StepEnd::Completed);
-        match space.land(approved).await? {
+        let span = Span::under(self.attempt_trace(), "troupe.landing");
+        let landing = space.land(approved).await;
+        landed_in(&span, &landing);
+        match landing? {
             Landing::InPlace => Ok(Tried::Done(end)),
             Landing::Landed(head) => {
                 self.send(StepEvent::Landed { attempt, head });
@@ -468,8 +503,17 @@ impl Step<'_> {
                 AgentRole::Worker => self.start.step.powers.clone(),
                 AgentRole::Reviewer => None,
             },
+            trace: self.attempt_trace(),
         };
         Ok(self.ctx.runner.run(request).await?)
+    }
+
+    /// The span of the attempt under way.
+    fn attempt_trace(&self) -> Option<crate::protocol::TraceParent> {
+        self.attempt_span
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .context()
     }
 
     /// The directory of the step's agent `name` (`worker-2`, `review-1`).
@@ -488,4 +532,53 @@ impl Step<'_> {
     pub(super) fn record(&self) -> &StepRecord {
         &self.start.step
     }
+}
+
+/// An attempt's span, ended with how the attempt went.
+fn attempt_ended(span: &Span, tried: &Result<Tried, IsolationError>) {
+    let outcome = match tried {
+        Ok(Tried::Done(StepEnd::Completed)) => "completed",
+        Ok(Tried::Done(StepEnd::Failed(failure))) => {
+            span.fail(failure.to_string());
+            "failed"
+        }
+        Ok(Tried::Done(StepEnd::Unreviewed { .. })) => "unreviewed",
+        Ok(Tried::Again(verdict)) => {
+            span.fail(verdict.summary.clone());
+            "sent_back"
+        }
+        Err(error) => {
+            span.fail(error.to_string());
+            "isolation_failed"
+        }
+    };
+    span.set("troupe.attempt.outcome", outcome);
+    span.end();
+}
+
+/// A landing's span, ended with what became of the change; a shared
+/// workspace's, which lands nothing, is not kept.
+fn landed_in(span: &Span, landing: &Result<Landing, IsolationError>) {
+    let outcome = match landing {
+        Ok(Landing::InPlace) => return span.discard(),
+        Ok(Landing::Landed(head)) => {
+            span.set("troupe.landing.head", head.clone());
+            span.succeed();
+            "landed"
+        }
+        Ok(Landing::Refused(reasons)) => {
+            span.fail(reasons.join("; "));
+            "refused"
+        }
+        Ok(Landing::Conflicted(conflict)) => {
+            span.fail(format!("conflicts in {}", conflict.paths.join(", ")));
+            "conflicted"
+        }
+        Err(error) => {
+            span.fail(error.to_string());
+            "failed"
+        }
+    };
+    span.set("troupe.landing.outcome", outcome);
+    span.end();
 }

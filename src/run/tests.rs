@@ -336,6 +336,7 @@ async fn run_prepared(
         isolation: None,
         checkouts: crate::run::isolation::Checkouts::full("in-process tests run no sandbox"),
         ceiling: None,
+        span: Default::default(),
     };
     let code = wiring::run(wiring, models, runner, opening).await.unwrap();
     let record = crate::fsutil::read_json(&run_dir.join("run.json"), "run.json").unwrap();

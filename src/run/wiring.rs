@@ -46,6 +46,8 @@ pub(super) struct Wiring {
     pub isolation: Option<Arc<Worktrees>>,
     /// What the steps of the Planner's plans may ask for.
     pub ceiling: Option<crate::run::ceiling::Ceiling>,
+    /// The run's span (nothing when no traces are exported).
+    pub span: crate::telemetry::Span,
 }
 
 /// What the runner of a run's agents is made with.
@@ -80,6 +82,7 @@ pub(super) async fn run(
         isolation,
         checkouts,
         ceiling,
+        span,
     } = wiring;
     let budget = Budget::new(team.max_agents, team.max_tokens)
         .already_spent(record.totals.agents, record.totals.token_usage);
@@ -113,6 +116,7 @@ pub(super) async fn run(
         isolation: OnceLock::new(),
         writing: OnceLock::new(),
         checkouts,
+        span,
     };
     if let Some(trees) = isolation {
         let _ = ctx.isolation.set(trees);
@@ -126,7 +130,8 @@ pub(super) async fn run(
         prompts_dir,
         Some(run_dir.join("planner").join("conversations.json")),
     )
-    .with_retries(retries);
+    .with_retries(retries)
+    .in_trace(ctx.span.context());
     if let Some(ceiling) = ceiling {
         planner = planner.with_ceiling(ceiling);
     }

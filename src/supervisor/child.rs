@@ -58,6 +58,8 @@ pub struct ChildRun<'a> {
     pub launcher: Option<String>,
     /// The MCP servers troupe reaches for the child (`mcp_call`).
     pub mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
+    /// The agent's span, parent of its model requests' and tool calls'.
+    pub span: crate::telemetry::Span,
 }
 
 /// What the parent keeps of a worker's `finished`. Its counters are not

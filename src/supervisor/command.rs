@@ -30,6 +30,9 @@ pub struct ChildSpec {
     /// The launcher's words, placeholders filled in, when the child is
     /// placed elsewhere (`--launcher`).
     pub launcher: Option<Vec<String>>,
+    /// The agent's span, which it (and a launcher's job step) is started
+    /// in: `TRACEPARENT`.
+    pub trace: Option<crate::protocol::TraceParent>,
 }
 
 /// What every child gets beyond its command line.
@@ -75,6 +78,12 @@ pub fn child_command(spec: &ChildSpec) -> std::io::Result<Command> {
         .stdout(Stdio::piped())
         .stderr(stderr)
         .env("TMPDIR", &spec.tmp_dir);
+    if let Some(trace) = spec.trace {
+        command.env(crate::protocol::TRACEPARENT_ENV, trace.to_string());
+        if let Some(state) = crate::telemetry::incoming_tracestate() {
+            command.env(crate::protocol::TRACESTATE_ENV, state);
+        }
+    }
     if spec.launcher.is_some() {
         for (name, value) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("SLURM_") {

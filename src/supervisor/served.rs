@@ -27,6 +27,7 @@ use crate::protocol::{
     ToChild, VerdictReport, decode_line, parse_verdict, round_seconds,
 };
 use crate::record::AgentTimings;
+use crate::telemetry::Span;
 
 /// The answers a child gets after its token cap is spent: its wrap-up turn
 /// and the two reminders of a model that does not finish.
@@ -77,6 +78,11 @@ pub(super) struct Served<'r, 'a> {
     pub(super) pending: JoinSet<ModelAnswer>,
     /// The child's MCP calls that troupe is making for it.
     pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
+    /// The spans of the tool calls reported and not yet ended, by call id.
+    tool_spans: HashMap<String, Span>,
+    /// The `tool_call` lines read so far, whose count names each call's
+    /// span as the child derived it.
+    tool_calls_reported: u64,
     /// The retries of the pending requests, told as they happen.
     pub(super) retries: (
         mpsc::UnboundedSender<Retrying>,
@@ -111,6 +117,8 @@ impl<'r, 'a> Served<'r, 'a> {
             timings: AgentTimings::default(),
             pending: JoinSet::new(),
             mcp_pending: JoinSet::new(),
+            tool_spans: HashMap::new(),
+            tool_calls_reported: 0,
             retries: mpsc::unbounded_channel(),
         }
     }
@@ -170,10 +178,11 @@ impl<'r, 'a> Served<'r, 'a> {
                 arguments,
             } => self.mcp_call(id, server, tool, arguments)?,
             FromChild::ToolCall {
-                call_id: _,
+                call_id,
                 name,
                 arguments,
             } => {
+                self.tool_call_span(call_id, &name);
                 self.event(AgentEvent::ToolCall {
                     name: &name,
                     arguments: &arguments,
@@ -184,7 +193,17 @@ impl<'r, 'a> Served<'r, 'a> {
                 success,
                 summary,
                 changed,
+                bytes,
             } => {
+                if let Some(span) = self.tool_spans.remove(&call_id) {
+                    span.set("troupe.tool.changed", changed);
+                    span.set("troupe.tool.output_bytes", bytes as i64);
+                    match success {
+                        true => span.succeed(),
+                        false => span.fail(summary.clone()),
+                    }
+                    span.end();
+                }
                 // Only a call the model asked for counts as evidence of work.
                 let asked = self.delivered_calls.get(&call_id);
                 let name = asked.map_or("tool", String::as_str);
@@ -235,6 +254,23 @@ impl<'r, 'a> Served<'r, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// The span of a tool call the child reported, with the id the child
+    /// derived for it; the child's word for the name is only a label.
+    fn tool_call_span(&mut self, call_id: String, name: &str) {
+        self.tool_calls_reported += 1;
+        let Some(agent) = self.run.span.context() else {
+            return;
+        };
+        let name = crate::text::excerpt(name, 64);
+        let id = agent.tool_call(self.tool_calls_reported).span_id;
+        let span = Span::with_id(Some(agent), id, format!("execute_tool {name}"));
+        span.set("gen_ai.operation.name", "execute_tool");
+        span.set("gen_ai.tool.name", name);
+        span.set("gen_ai.tool.call.id", crate::text::excerpt(&call_id, 64));
+        // A call id said twice ends the first call's span.
+        self.tool_spans.insert(call_id, span);
     }
 
     /// Whether `name` is a built-in tool the child's step's powers leave
@@ -288,9 +324,11 @@ impl<'r, 'a> Served<'r, 'a> {
         self.event(AgentEvent::ModelAsked {
             turn: self.turns + 1,
         });
+        let parent = self.run.span.context();
         self.pending.spawn(async move {
             let asked = Instant::now();
-            (id, asked, model.complete(request).await)
+            let answer = crate::telemetry::genai::complete(parent, &*model, request).await;
+            (id, asked, answer)
         });
         Ok(())
     }

@@ -22,6 +22,7 @@ use crate::fsutil::{Durability, deliverable_files, nofollow, write_json_atomic};
 use crate::llm::ChatModel;
 use crate::protocol::{AgentLimits, AgentStatus, SandboxSettings, TaskFile};
 use crate::signal::StopSignal;
+use crate::telemetry::Span;
 use crate::transcript::{self, Conversation};
 
 pub struct SpawnConfig {
@@ -38,6 +39,9 @@ pub struct SpawnConfig {
     pub launch: Option<(Launcher, LaunchVars)>,
     /// The MCP servers troupe reaches for the child.
     pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
+    /// The agent's span: its model requests and tool calls are its
+    /// children, and the child process is started in it.
+    pub span: Span,
 }
 
 /// How each agent is started and bounded: what `troupe spawn` and every
@@ -140,7 +144,23 @@ impl SpawnConfig {
             hygiene: settings.hygiene.clone(),
             stop,
             launch,
+            span: Span::default(),
         }
+    }
+
+    /// The agent runs in `span`, which is named and given the agent's
+    /// attributes here.
+    pub fn in_span(mut self, span: Span) -> Self {
+        let task = &self.task;
+        span.set("gen_ai.operation.name", "invoke_agent");
+        span.set("gen_ai.agent.name", task.role.as_str());
+        span.set("gen_ai.agent.id", task.agent_id.to_string());
+        span.set("agent_id", task.agent_id.to_string());
+        span.set("troupe.role", task.role.as_str());
+        span.set("troupe.attempt", i64::from(task.attempt));
+        span.set("troupe.agent.dir", task.agent_dir.display().to_string());
+        self.span = span;
+        self
     }
 }
 
@@ -216,6 +236,7 @@ pub async fn run_prepared(
             .launch
             .as_ref()
             .map(|(launcher, vars)| launcher.expand(vars)),
+        trace: config.span.context(),
     };
     let command = child_command(&spec).map_err(|source| SpawnError::Prepare {
         path: spec.stderr_log.clone(),
@@ -239,6 +260,7 @@ pub async fn run_prepared(
             .as_ref()
             .map(|(launcher, _)| launcher.display()),
         mcp: config.remote_mcp.clone(),
+        span: config.span.clone(),
     };
     let free = free_guarded(task);
     // Held while the agent runs; its end stops it.
@@ -253,6 +275,15 @@ pub async fn run_prepared(
         ),
     };
     let outcome = serve(command, run).await;
+    let span = config.span;
+    span.set("troupe.agent.status", outcome.status.as_str());
+    span.set("gen_ai.usage.input_tokens", outcome.stats.token_usage.prompt as i64);
+    span.set("gen_ai.usage.output_tokens", outcome.stats.token_usage.completion as i64);
+    match (&outcome.error, outcome.status) {
+        (Some(error), _) => span.fail(error.clone()),
+        (None, AgentStatus::Completed) => span.succeed(),
+        (None, status) => span.fail(status.as_str()),
+    }
     let task = config.task;
     let (concluded, planted) = tokio::task::spawn_blocking(move || {
         let planted = set_aside_planted(&task, &free);
@@ -262,6 +293,7 @@ pub async fn run_prepared(
     for message in &planted {
         events.event(&name, super::events::AgentEvent::Warning { message });
     }
+    span.end();
     concluded
 }
 

@@ -37,6 +37,12 @@ use crate::process::ProcessGroups;
 pub use fence::{FenceError, PathFence};
 pub use spill::cap_output;
 
+tokio::task_local! {
+    /// The span of the tool call being run, which its command is started
+    /// in (`TRACEPARENT`); unset when the agent's run is not traced.
+    pub static CALL_TRACE: Option<crate::protocol::TraceParent>;
+}
+
 /// The largest file read_file and edit_file read whole; larger ones are
 /// for commands (`head`, `grep`).
 const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;

@@ -88,6 +88,11 @@ async fn run(
         // Every host goes through troupe, which says which it lets by.
         sh.env_remove("NO_PROXY").env_remove("no_proxy");
     }
+    // The command runs in its call's span: a tool that understands W3C
+    // trace context joins the run's trace under it.
+    if let Ok(Some(trace)) = crate::tools::CALL_TRACE.try_with(|trace| *trace) {
+        sh.env(crate::protocol::TRACEPARENT_ENV, trace.to_string());
+    }
     sh.arg("-c")
         .arg(command)
         .current_dir(cwd)

@@ -327,6 +327,11 @@ impl ChatModel for OpenAiClient {
     fn complete(&self, request: CompletionRequest) -> BoxFuture<'_, Result<Completion, LlmError>> {
         Box::pin(self.complete_with_retries(request))
     }
+
+    /// Any OpenAI-compatible endpoint speaks OpenAI's API.
+    fn identity(&self) -> (&'static str, &str) {
+        ("openai", &self.settings.model)
+    }
 }
 
 /// One failed attempt, with the wait the server asked for.

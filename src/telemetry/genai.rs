@@ -1,0 +1,80 @@
+//! A model request as the GenAI semantic conventions name it: a client
+//! span `chat <model>` with the provider, the model, the tokens of the
+//! answer and why it ended, and each retry as an event.
+
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+
+use super::Span;
+use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
+use crate::protocol::TraceParent;
+
+/// `model.complete(request)`, in a span under `parent` when there is one.
+pub async fn complete(
+    parent: Option<TraceParent>,
+    model: &dyn ChatModel,
+    mut request: CompletionRequest,
+) -> Result<Completion, LlmError> {
+    let (provider, name) = model.identity();
+    let span = Span::under(parent, format!("chat {name}")).client();
+    span.set("gen_ai.operation.name", "chat");
+    span.set("gen_ai.provider.name", provider);
+    span.set("gen_ai.request.model", name.to_string());
+    span.set("gen_ai.agent.id", request.agent.to_string());
+    if span.context().is_some() {
+        let told = request.on_retry.take();
+        let retries = span.clone();
+        request.on_retry = Some(RetryObserver(Arc::new(move |retry: &Retrying| {
+            retries.event(
+                "gen_ai.request.retry",
+                vec![
+                    KeyValue::new("troupe.retry.attempt", i64::from(retry.attempt)),
+                    KeyValue::new("troupe.retry.of", i64::from(retry.of)),
+                    KeyValue::new("troupe.retry.reason", retry.reason.clone()),
+                    KeyValue::new("troupe.retry.wait_ms", retry.wait.as_millis() as i64),
+                ],
+            );
+            if let Some(told) = &told {
+                (told.0)(retry);
+            }
+        })));
+    }
+    let result = model.complete(request).await;
+    match &result {
+        Ok(completion) => {
+            span.set("gen_ai.usage.input_tokens", completion.usage.prompt as i64);
+            span.set("gen_ai.usage.output_tokens", completion.usage.completion as i64);
+            span.set(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(opentelemetry::Array::String(vec![
+                    opentelemetry::StringValue::from(finish_reason(completion)),
+                ])),
+            );
+            span.succeed();
+        }
+        Err(error) => {
+            span.set("error.type", error_type(error));
+            span.fail(error.to_string());
+        }
+    }
+    span.end();
+    result
+}
+
+/// Why the answer ended, in the OpenAI words the conventions use.
+fn finish_reason(completion: &Completion) -> &'static str {
+    match (completion.truncated, completion.message.tool_calls.is_empty()) {
+        (true, _) => "length",
+        (false, false) => "tool_calls",
+        (false, true) => "stop",
+    }
+}
+
+fn error_type(error: &LlmError) -> &'static str {
+    match error {
+        LlmError::ContextExceeded { .. } => "context_exceeded",
+        _ if error.retryable() => "retryable",
+        _ => "failed",
+    }
+}
