@@ -283,8 +283,14 @@ fn run_ended(span: &Span, run_dir: &Path, code: u8) {
             span.set("troupe.isolation", mode.as_str());
         }
         span.set("troupe.steps", record.steps.len() as i64);
-        span.set("gen_ai.usage.input_tokens", record.totals.token_usage.prompt as i64);
-        span.set("gen_ai.usage.output_tokens", record.totals.token_usage.completion as i64);
+        span.set(
+            "gen_ai.usage.input_tokens",
+            record.totals.token_usage.prompt as i64,
+        );
+        span.set(
+            "gen_ai.usage.output_tokens",
+            record.totals.token_usage.completion as i64,
+        );
     }
     span.set("troupe.exit_code", i64::from(code));
     match code {

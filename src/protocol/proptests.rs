@@ -14,15 +14,22 @@ fn from_child() -> impl Strategy<Value = FromChild> {
             name,
             arguments: json!({"path": arg}),
         }),
-        (".{0,40}", any::<bool>(), ".{0,80}", any::<bool>(), any::<u64>()).prop_map(
-            |(call_id, success, summary, changed, bytes)| FromChild::ToolResult {
-                call_id,
-                success,
-                summary,
-                changed,
-                bytes,
-            }
-        ),
+        (
+            ".{0,40}",
+            any::<bool>(),
+            ".{0,80}",
+            any::<bool>(),
+            any::<u64>()
+        )
+            .prop_map(|(call_id, success, summary, changed, bytes)| {
+                FromChild::ToolResult {
+                    call_id,
+                    success,
+                    summary,
+                    changed,
+                    bytes,
+                }
+            }),
         (0.0f64..1e6, any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(secs, a, b, c)| {
             FromChild::Stats(AgentStats {
                 runtime_seconds: secs,

@@ -110,7 +110,10 @@ mod tests {
             sampled: true,
         };
         let text = tp.to_string();
-        assert_eq!(text, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(
+            text,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
         assert_eq!(TraceParent::parse(&text), Some(tp));
     }
 

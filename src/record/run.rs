@@ -385,7 +385,9 @@ impl RunRecord {
     pub fn trace(&self) -> Option<u128> {
         let hex = self.trace_id.as_deref()?;
         let valid = hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit());
-        u128::from_str_radix(hex, 16).ok().filter(|id| valid && *id != 0)
+        u128::from_str_radix(hex, 16)
+            .ok()
+            .filter(|id| valid && *id != 0)
     }
 
     /// The command that picks this run up again, as a person can paste it

@@ -136,8 +136,8 @@ impl ProcessRunner {
             request.trace,
             format!("invoke_agent {}", request.role.as_str()),
         );
-        let mut config = SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id)
-            .in_span(span);
+        let mut config =
+            SpawnConfig::new(task, &self.settings, self.stop.clone(), &self.run_id).in_span(span);
         if let Some(secs) = request.powers.as_ref().and_then(|p| p.timeout) {
             config.limits.timeout = std::time::Duration::from_secs(secs);
         }

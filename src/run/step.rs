@@ -256,7 +256,10 @@ impl Step<'_> {
         loop {
             let span = self.span.child("troupe.attempt");
             span.set("troupe.attempt", i64::from(attempt));
-            *self.attempt_span.lock().unwrap_or_else(PoisonError::into_inner) = span.clone();
+            *self
+                .attempt_span
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = span.clone();
             let tried = self.attempt(attempt, feedback.as_ref()).await;
             attempt_ended(&span, &tried);
             let verdict = match tried {

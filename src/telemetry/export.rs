@@ -102,9 +102,7 @@ pub fn start(settings: ExportSettings) -> Result<(), String> {
         processor,
         scope,
         incoming: TraceParent::from_env(),
-        tracestate: std::env::var(TRACESTATE_ENV)
-            .ok()
-            .filter(|s| !s.is_empty()),
+        tracestate: std::env::var(TRACESTATE_ENV).ok().filter(|s| !s.is_empty()),
         settings,
         failed,
     };

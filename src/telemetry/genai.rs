@@ -44,7 +44,10 @@ pub async fn complete(
     match &result {
         Ok(completion) => {
             span.set("gen_ai.usage.input_tokens", completion.usage.prompt as i64);
-            span.set("gen_ai.usage.output_tokens", completion.usage.completion as i64);
+            span.set(
+                "gen_ai.usage.output_tokens",
+                completion.usage.completion as i64,
+            );
             span.set(
                 "gen_ai.response.finish_reasons",
                 opentelemetry::Value::Array(opentelemetry::Array::String(vec![
@@ -64,7 +67,10 @@ pub async fn complete(
 
 /// Why the answer ended, in the OpenAI words the conventions use.
 fn finish_reason(completion: &Completion) -> &'static str {
-    match (completion.truncated, completion.message.tool_calls.is_empty()) {
+    match (
+        completion.truncated,
+        completion.message.tool_calls.is_empty(),
+    ) {
         (true, _) => "length",
         (false, false) => "tool_calls",
         (false, true) => "stop",

@@ -35,25 +35,30 @@ impl ExportSettings {
         if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
+        // Each with whether the traces path is still to be added.
         let chosen = match flag {
-            Some(url) => Some((traces_url(url), "--otlp-endpoint".to_string())),
+            Some(url) => Some((url.to_string(), "--otlp-endpoint".to_string(), true)),
             None => set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                .map(|url| (url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_string()))
+                .map(|url| (url, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_string(), false))
                 .or_else(|| {
                     set("OTEL_EXPORTER_OTLP_ENDPOINT")
-                        .map(|url| (traces_url(&url), "OTEL_EXPORTER_OTLP_ENDPOINT".to_string()))
+                        .map(|url| (url, "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), true))
                 })
-                .or_else(|| config.map(|(url, origin)| (traces_url(&url), origin))),
+                .or_else(|| config.map(|(url, origin)| (url, origin, true))),
         };
-        let Some((url, origin)) = chosen else {
+        let Some((given, origin, base)) = chosen else {
             return Ok(None);
         };
-        let url = url.trim().to_string();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
+        let given = given.trim();
+        if !(given.starts_with("http://") || given.starts_with("https://")) {
             return Err(format!(
-                "{origin} is `{url}`: an OTLP/HTTP endpoint is an http:// or https:// URL, such as http://127.0.0.1:4318"
+                "{origin} is `{given}`: an OTLP/HTTP endpoint is an http:// or https:// URL, such as http://127.0.0.1:4318"
             ));
         }
+        let url = match base {
+            true => traces_url(given),
+            false => given.to_string(),
+        };
         let timeout = match set("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
             .or_else(|| set("OTEL_EXPORTER_OTLP_TIMEOUT"))
         {
@@ -63,7 +68,9 @@ impl ExportSettings {
                 .parse::<u64>()
                 .map(Duration::from_millis)
                 .map_err(|_| {
-                    format!("OTEL_EXPORTER_OTLP_TIMEOUT is `{ms}`: it is milliseconds, such as 5000")
+                    format!(
+                        "OTEL_EXPORTER_OTLP_TIMEOUT is `{ms}`: it is milliseconds, such as 5000"
+                    )
                 })?,
         };
         Ok(Some(ExportSettings {
@@ -133,29 +140,66 @@ mod tests {
             None,
             &[
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"),
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:9/custom"),
+                (
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "http://traces:9/custom",
+                ),
             ],
         );
-        assert_eq!(got.ok().flatten().map(|s| s.url).as_deref(), Some("http://traces:9/custom"));
-        let base = resolve(None, Some("http://file:1"), &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318")]);
-        assert_eq!(base.ok().flatten().map(|s| s.url).as_deref(), Some("http://env:4318/v1/traces"));
+        assert_eq!(
+            got.ok().flatten().map(|s| s.url).as_deref(),
+            Some("http://traces:9/custom")
+        );
+        let base = resolve(
+            None,
+            Some("http://file:1"),
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318")],
+        );
+        assert_eq!(
+            base.ok().flatten().map(|s| s.url).as_deref(),
+            Some("http://env:4318/v1/traces")
+        );
     }
 
     #[test]
     fn the_config_key_comes_last_and_sdk_disabled_turns_all_off() {
         let got = resolve(None, Some("http://file:4318"), &[]).ok().flatten();
-        assert_eq!(got.map(|s| s.origin).as_deref(), Some("otlp_endpoint in troupe.toml"));
-        let off = resolve(Some("http://127.0.0.1:4318"), None, &[("OTEL_SDK_DISABLED", "TRUE")]);
+        assert_eq!(
+            got.map(|s| s.origin).as_deref(),
+            Some("otlp_endpoint in troupe.toml")
+        );
+        let off = resolve(
+            Some("http://127.0.0.1:4318"),
+            None,
+            &[("OTEL_SDK_DISABLED", "TRUE")],
+        );
         assert_eq!(off, Ok(None));
     }
 
     #[test]
     fn a_bad_url_or_timeout_is_refused_naming_its_origin() {
-        let err = resolve(None, None, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318")]);
-        assert!(err.is_err_and(|e| e.contains("OTEL_EXPORTER_OTLP_ENDPOINT") && e.contains("http://")));
-        let err = resolve(Some("http://x:1"), None, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "5s")]);
+        let err = resolve(
+            None,
+            None,
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318")],
+        );
+        assert!(
+            err.is_err_and(|e| e.contains("OTEL_EXPORTER_OTLP_ENDPOINT") && e.contains("http://"))
+        );
+        let err = resolve(
+            Some("http://x:1"),
+            None,
+            &[("OTEL_EXPORTER_OTLP_TIMEOUT", "5s")],
+        );
         assert!(err.is_err_and(|e| e.contains("milliseconds")));
-        let ok = resolve(Some("http://x:1"), None, &[("OTEL_EXPORTER_OTLP_TIMEOUT", "250")]);
-        assert_eq!(ok.ok().flatten().map(|s| s.timeout), Some(Duration::from_millis(250)));
+        let ok = resolve(
+            Some("http://x:1"),
+            None,
+            &[("OTEL_EXPORTER_OTLP_TIMEOUT", "250")],
+        );
+        assert_eq!(
+            ok.ok().flatten().map(|s| s.timeout),
+            Some(Duration::from_millis(250))
+        );
     }
 }

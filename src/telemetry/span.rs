@@ -170,7 +170,11 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        if self.0.as_ref().is_some_and(|open| Arc::strong_count(open) == 1) {
+        if self
+            .0
+            .as_ref()
+            .is_some_and(|open| Arc::strong_count(open) == 1)
+        {
             self.end();
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod llama;
 pub mod mock_model;
+pub mod otlp;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -33,5 +33,6 @@ mod team;
 mod timeouts;
 mod tool_fence;
 mod tools;
+mod traces;
 mod usage;
 mod worker_loop;
