@@ -18,32 +18,28 @@ pub struct Collector {
     _dir: tempfile::TempDir,
 }
 
-/// The Python path that holds opentelemetry-proto (`.ci/otel-up` names
-/// it), and whether python3 can import it there.
-fn receiver_python() -> (Option<String>, bool) {
-    let path = std::env::var("TROUPE_OTEL_PYTHONPATH").ok();
-    let mut probe = Command::new("python3");
-    probe.args([
-        "-c",
-        "import opentelemetry.proto.collector.trace.v1.trace_service_pb2",
-    ]);
-    if let Some(path) = &path {
-        probe.env("PYTHONPATH", path);
-    }
-    let here = probe
+/// The Python that imports opentelemetry-proto (`.ci/otel-up` names it
+/// in `TROUPE_OTEL_PYTHON`; else `python3`), and whether it does.
+fn receiver_python() -> (String, bool) {
+    let python = std::env::var("TROUPE_OTEL_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let here = Command::new(&python)
+        .args([
+            "-c",
+            "import opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    (path, here)
+    (python, here)
 }
 
 impl Collector {
     /// A receiver on a free loopback port, or `None` (a visible skip, a
     /// failure under `CI=true`) where the package is missing.
     pub fn start(test: &str) -> Option<Collector> {
-        let (path, here) = receiver_python();
-        let what = "python3 with the opentelemetry-proto package (.ci/otel-up installs it and names it in TROUPE_OTEL_PYTHONPATH)";
+        let (python, here) = receiver_python();
+        let what = "python3 with the opentelemetry-proto package (.ci/otel-up installs it and names it in TROUPE_OTEL_PYTHON)";
         if !present(test, what, here) {
             return None;
         }
@@ -51,16 +47,13 @@ impl Collector {
         let spans = dir.path().join("spans.jsonl");
         let script =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/common/otlp_receiver.py");
-        let mut command = Command::new("python3");
-        command
+        let mut child = Command::new(python)
             .arg(script)
             .arg(&spans)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if let Some(path) = path {
-            command.env("PYTHONPATH", path);
-        }
-        let mut child = command.spawn().expect("python3 starts");
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 starts");
         let mut first = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut first)
