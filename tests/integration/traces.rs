@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::otlp::{Collector, children, named};
 use crate::common::{Sandbox, cli, read_json, run, spawn_command, tool_results};
+use crate::faults::{has_event, signal, start_run, wait_exit, wait_for};
 use crate::isolation::repository;
 use crate::team::{approving_reviewer, planner, step, team_command, worker_rule, worker_writes};
 
@@ -404,4 +405,51 @@ fn a_launchers_job_step_is_started_in_the_agents_span() {
         "{lines:?}"
     );
     assert_ne!(lines[0], lines[1], "each agent its own span");
+}
+
+#[test]
+fn a_run_cut_short_by_ctrl_c_or_its_deadline_still_sends_its_spans() {
+    let test = "a_run_cut_short_by_ctrl_c_or_its_deadline_still_sends_its_spans";
+    let Some(collector) = Collector::start(test) else {
+        return;
+    };
+    let slow = || {
+        vec![
+            planner(json!([step("slow", &[])])),
+            worker_rule("slow", worker_writes("slow", 30_000)),
+            approving_reviewer(),
+        ]
+    };
+    let endpoint = collector.url();
+
+    let interrupted = Sandbox::new();
+    let mut run = start_run(&interrupted, slow(), &["--otlp-endpoint", &endpoint]);
+    wait_for("the slow step to start", || {
+        has_event(&interrupted, "step_started", "slow")
+    });
+    signal(&run, "-INT");
+    assert_eq!(wait_exit(&mut run), 130);
+
+    let deadline = Sandbox::new();
+    let mut command = team_command(&deadline, slow(), &["--deadline", "2"]);
+    command.args(["--otlp-endpoint", &endpoint]);
+    let ran_out = crate::team::finish_team_run(&deadline, command);
+    assert_eq!(ran_out.run.code, 124, "{}", ran_out.run.stderr);
+
+    let spans = collector.spans_when(|spans| named(spans, "troupe.run").len() == 2);
+    let mut outcomes: Vec<&str> = named(&spans, "troupe.run")
+        .iter()
+        .map(|s| s["attributes"]["troupe.run.outcome"].as_str().unwrap())
+        .collect();
+    outcomes.sort();
+    assert_eq!(outcomes, ["deadline_exceeded", "interrupted"], "{spans:#?}");
+    let workers = named(&spans, "invoke_agent worker");
+    assert_eq!(workers.len(), 2, "{workers:#?}");
+    assert!(
+        workers
+            .iter()
+            .all(|w| w["attributes"]["troupe.agent.status"] == "terminated"
+                && w["status"]["code"] == 2),
+        "{workers:#?}"
+    );
 }
