@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "support/collector.rs"]
+mod collector;
 #[path = "support/endpoint.rs"]
 mod endpoint;
 
@@ -90,7 +92,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 12] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -102,6 +104,7 @@ fn main() {
         ("worktree", worktree_cost),
         ("large-repository", large_repository),
         ("namespaces", namespace_set),
+        ("traces", trace_export),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -1004,6 +1007,55 @@ fn namespace_set(bench: &mut Bench) {
             medians[0].1 - base.1,
         );
     }
+}
+
+/// What exporting a run's traces costs it: the same plan run without an
+/// endpoint, and with a collector that takes everything, one whose port
+/// refuses, and one that never answers (its export timeout set to 1 s),
+/// one after another so each sees the same machine.
+fn trace_export(bench: &mut Bench) {
+    let steps = if bench.quick { 3 } else { 10 };
+    let ids: Vec<String> = (0..steps).map(|i| format!("s{i}")).collect();
+    let plan = json!({"summary": "traces", "steps": ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, 0)).collect();
+    rules.push(reviewer());
+    let wall = |endpoint: Option<String>, env: &[(&str, &str)]| {
+        let setup = Setup::new(&plan, rules.clone());
+        let mut extra = vec!["--max-parallel".to_string(), "4".to_string()];
+        if let Some(url) = endpoint {
+            extra.extend(["--otlp-endpoint".to_string(), url]);
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        setup.run_with(&extra, env, |_| {}).0.as_secs_f64() * 1000.0
+    };
+    let none = wall(None, &[]);
+    let taken = wall(Some(collector::start(collector::Answers::At200)), &[]);
+    let refused = wall(Some(collector::refusing()), &[]);
+    let silent = collector::start(collector::Answers::Never);
+    let stalled = wall(Some(silent), &[("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")]);
+    const S: &str = "12. trace export";
+    bench.record(S, "run without an endpoint", "ms", "", none);
+    bench.record(
+        S,
+        "added by a collector that takes all",
+        "ms",
+        "< 100",
+        taken - none,
+    );
+    bench.record(
+        S,
+        "added by an unreachable collector (refused)",
+        "ms",
+        "< 100",
+        refused - none,
+    );
+    bench.record(
+        S,
+        "added by a collector that never answers (timeout 1 s)",
+        "ms",
+        "<= 1100",
+        stalled - none,
+    );
 }
 
 fn make_executable(path: &Path) {

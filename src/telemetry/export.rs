@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::InstrumentationScope;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{Protocol, RetryPolicy, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
@@ -27,6 +27,11 @@ const BATCH_DELAY: Duration = Duration::from_millis(1000);
 /// How long a connection to the collector may take to open: a host that
 /// drops packets costs one export this long, not its whole timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// A failed export is tried once more, this much later: enough for a
+/// collector's hiccup, and a collector that is not there costs a run's
+/// end two refused connections and this wait, not the SDK's default three
+/// retries over most of a second.
+const RETRY_AFTER: Duration = Duration::from_millis(50);
 
 pub(super) struct Exporter {
     processor: BatchSpanProcessor,
@@ -71,6 +76,13 @@ pub fn start(settings: ExportSettings) -> Result<(), String> {
     let otlp = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(client)
+        .with_retry_policy(
+            RetryPolicy::recommended()
+                .with_max_retries(1)
+                .with_initial_delay(RETRY_AFTER)
+                .with_max_delay(RETRY_AFTER)
+                .with_max_jitter(Duration::ZERO),
+        )
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(settings.url.clone())
         .with_timeout(settings.timeout)
