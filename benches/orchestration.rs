@@ -1033,7 +1033,7 @@ fn trace_export(bench: &mut Bench) {
     let refused = wall(Some(collector::refusing()), &[]);
     let silent = collector::start(collector::Answers::Never);
     let stalled = wall(Some(silent), &[("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")]);
-    const S: &str = "12. trace export";
+    const S: &str = "11. trace export";
     bench.record(S, "run without an endpoint", "ms", "", none);
     bench.record(
         S,

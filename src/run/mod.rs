@@ -18,8 +18,8 @@
 //! `recorder` writes run.json, events.jsonl and the run's output off the
 //! agents' thread, and `summary` closes it for people. Calls `chat`,
 //! `console`, `fsutil`, `llm`, `paint`, `plan`, `process`, `prompts`,
-//! `protocol`, `record`, `sandbox`, `signal`, `supervisor`, `text`,
-//! `transcript`.
+//! `protocol`, `record`, `sandbox`, `signal`, `supervisor`, `telemetry`,
+//! `text`, `transcript`.
 
 mod briefs;
 mod budget;

@@ -67,6 +67,7 @@ class Receiver(BaseHTTPRequestHandler):
                                 "scope": scope_spans.scope.name,
                                 "resource": resource,
                                 "content_type": self.headers.get("Content-Type"),
+                                "headers": {k.lower(): v for k, v in self.headers.items()},
                             }
                         )
                     )

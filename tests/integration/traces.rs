@@ -200,6 +200,7 @@ fn a_spawned_agent_is_a_trace_of_its_own_named_by_the_standard_variables() {
     let mut command = spawn_command(&sandbox, 1, "print the trace context", &model);
     command
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "x-collector-token=s3cret")
         .env("OTEL_SERVICE_NAME", "nightly-agents");
     let spawned = run(command);
     assert_eq!(spawned.code, 0, "{}", spawned.stderr);
@@ -207,6 +208,7 @@ fn a_spawned_agent_is_a_trace_of_its_own_named_by_the_standard_variables() {
     let agent = only(&spans, "invoke_agent worker");
     assert_eq!(agent["parent_span_id"], "", "its own trace's root");
     assert_eq!(agent["resource"]["service.name"], "nightly-agents");
+    assert_eq!(agent["headers"]["x-collector-token"], "s3cret");
     let call = child(&spans, agent, "execute_tool run_command");
     let trace = agent["trace_id"].as_str().unwrap();
     let kept = std::fs::read_to_string(sandbox.ws().join("traceparent.txt")).unwrap();
