@@ -33,6 +33,10 @@ use crate::telemetry::Span;
 /// and the two reminders of a model that does not finish.
 const WRAP_UP_ANSWERS: u32 = 3;
 
+/// The tool calls whose spans may be open at once: a child that reports
+/// calls and never their results gets no more spans, not more memory.
+const OPEN_TOOL_SPANS: usize = 64;
+
 /// A model request's id, when it was asked, and the answer.
 pub(super) type ModelAnswer = (u64, Instant, Result<Completion, LlmError>);
 
@@ -263,6 +267,9 @@ impl<'r, 'a> Served<'r, 'a> {
         let Some(agent) = self.run.span.context() else {
             return;
         };
+        if self.tool_spans.len() >= OPEN_TOOL_SPANS && !self.tool_spans.contains_key(&call_id) {
+            return;
+        }
         let name = crate::text::excerpt(name, 64);
         let id = agent.tool_call(self.tool_calls_reported).span_id;
         let span = Span::with_id(Some(agent), id, format!("execute_tool {name}"));

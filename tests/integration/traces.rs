@@ -455,3 +455,74 @@ fn a_run_cut_short_by_ctrl_c_or_its_deadline_still_sends_its_spans() {
         "{workers:#?}"
     );
 }
+
+#[test]
+fn a_background_agent_is_traced_by_its_supervisor() {
+    let test = "a_background_agent_is_traced_by_its_supervisor";
+    let Some(collector) = Collector::start(test) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let model =
+        sandbox.script(json!({"rules": [{"role": "worker", "reply": runs(PRINTS_TRACEPARENT)}]}));
+    let mut command = spawn_command(&sandbox, 4, "print the trace context", &model);
+    command.arg("--background").env(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        format!("{}/v1/traces", collector.url()),
+    );
+    let started = run(command);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    assert_eq!(cli(&sandbox, &["wait", "4", "--timeout", "60"]).code, 0);
+    let spans = collector.spans_when(|spans| !named(spans, "invoke_agent worker").is_empty());
+    let agent = only(&spans, "invoke_agent worker");
+    assert_eq!(agent["parent_span_id"], "");
+    assert_eq!(agent["attributes"]["troupe.agent.status"], "completed");
+    let call = child(&spans, agent, "execute_tool run_command");
+    let kept = std::fs::read_to_string(sandbox.ws().join("traceparent.txt")).unwrap();
+    assert_eq!(
+        kept.trim(),
+        format!(
+            "[00-{}-{}-01]",
+            agent["trace_id"].as_str().unwrap(),
+            call["span_id"].as_str().unwrap()
+        )
+    );
+}
+
+#[test]
+fn a_child_that_reports_calls_without_results_gets_no_more_than_64_open_spans() {
+    let test = "a_child_that_reports_calls_without_results_gets_no_more_than_64_open_spans";
+    let Some(collector) = Collector::start(test) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    // A stand-in agent: 500 calls it never ends, then a whole one, then
+    // its report.
+    let body = r#"echo '{"type":"hello","protocol":1,"agent_id":1,"role":"worker","pid":'$$'}'
+i=0
+while [ $i -lt 500 ]; do
+  echo '{"type":"tool_call","call_id":"c'$i'","name":"read_file","arguments":{}}'
+  i=$((i+1))
+done
+echo '{"type":"tool_call","call_id":"last","name":"write_file","arguments":{}}'
+echo '{"type":"tool_result","call_id":"last","success":true,"summary":"ok","changed":false,"bytes":3}'
+echo '{"type":"finished","success":true,"summary":"done"}'"#;
+    let child = sandbox.executable("fake-agent", body);
+    let model = sandbox.script(json!({"rules": [{"reply": [{"content": "unused"}]}]}));
+    let mut command = spawn_command(&sandbox, 1, "flood", &model);
+    command
+        .args(["--agent-bin", child.to_str().unwrap()])
+        .args(["--otlp-endpoint", &collector.url()]);
+    let spawned = run(command);
+    assert_eq!(spawned.code, 0, "{}", spawned.stderr);
+    let spans = collector.spans_when(|spans| !named(spans, "invoke_agent worker").is_empty());
+    let calls: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("execute_tool"))
+        .collect();
+    assert_eq!(calls.len(), 64, "the open ones, ended with their agent");
+    assert!(
+        named(&spans, "execute_tool write_file").is_empty(),
+        "past the cap no span is made, not even for a call that ends"
+    );
+}
