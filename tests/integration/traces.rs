@@ -377,7 +377,7 @@ fn a_launchers_job_step_is_started_in_the_agents_span() {
     let launcher = sandbox.executable(
         "launch",
         &format!(
-            "printf '%s\\n' \"${{TRACEPARENT-unset}}\" >> {}\nexec \"$@\"",
+            "printf '%s %s\\n' \"${{TRACEPARENT-unset}}\" \"${{TRACESTATE-unset}}\" >> {}\nexec \"$@\"",
             seen.display()
         ),
     );
@@ -392,7 +392,9 @@ fn a_launchers_job_step_is_started_in_the_agents_span() {
         rules,
         &["--launcher", &launcher.display().to_string()],
     );
-    command.args(["--otlp-endpoint", &endpoint]);
+    command
+        .args(["--otlp-endpoint", &endpoint])
+        .env("TRACESTATE", "ci=nightly");
     let team = crate::team::finish_team_run(&sandbox, command);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let trace = team.record()["trace_id"].as_str().unwrap().to_string();
@@ -403,8 +405,10 @@ fn a_launchers_job_step_is_started_in_the_agents_span() {
         .collect();
     assert_eq!(lines.len(), 2, "the worker and the reviewer: {lines:?}");
     assert!(
-        lines.iter().all(|l| l.starts_with(&format!("00-{trace}-"))),
-        "{lines:?}"
+        lines
+            .iter()
+            .all(|l| l.starts_with(&format!("00-{trace}-")) && l.ends_with("-01 ci=nightly")),
+        "the agent's span, and troupe's own TRACESTATE passed on: {lines:?}"
     );
     assert_ne!(lines[0], lines[1], "each agent its own span");
 }
