@@ -131,8 +131,9 @@ pub fn finish() {
     };
     let timeout = exporter.settings.timeout;
     let ended = exporter.processor.shutdown_with_timeout(timeout);
+    // Said once: the exporter's thread may be saying why at this moment.
     if let Err(e) = ended
-        && !exporter.failed.load(Ordering::Relaxed)
+        && !exporter.failed.swap(true, Ordering::Relaxed)
     {
         crate::tell!(
             "troupe: the run's last spans did not reach {} within {} ms ({e}); they are dropped",
