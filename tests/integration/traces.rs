@@ -530,3 +530,34 @@ echo '{"type":"finished","success":true,"summary":"done"}'"#;
         "past the cap no span is made, not even for a call that ends"
     );
 }
+
+#[test]
+fn a_collector_that_never_answers_costs_one_export_timeout_and_one_warning() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // Takes every connection and never answers.
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("s", &[])])),
+        worker_rule("s", worker_writes("s", 0)),
+        approving_reviewer(),
+    ];
+    let mut command = team_command(&sandbox, rules, &[]);
+    command
+        .args(["--otlp-endpoint", &endpoint])
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "300");
+    let team = crate::team::finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let warnings: Vec<&str> = team
+        .run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("traces are not reaching") || l.contains("last spans did not reach"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", team.run.stderr);
+    assert!(warnings[0].contains(&endpoint), "{}", warnings[0]);
+}
