@@ -50,11 +50,6 @@ pub(super) fn current() -> Option<&'static Exporter> {
     EXPORTER.get()
 }
 
-/// Whether spans are being exported.
-pub fn enabled() -> bool {
-    EXPORTER.get().is_some()
-}
-
 /// The `TRACESTATE` troupe was started with, which its children get with
 /// their `TRACEPARENT`.
 pub fn incoming_tracestate() -> Option<&'static str> {

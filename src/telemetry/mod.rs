@@ -15,6 +15,6 @@ pub mod genai;
 pub mod settings;
 mod span;
 
-pub use export::{enabled, finish, incoming_tracestate, start};
+pub use export::{finish, incoming_tracestate, start};
 pub use settings::ExportSettings;
 pub use span::Span;
