@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use sha2::{Digest, Sha256};
 
 use super::UsageError;
 use super::agent_args::AgentArgs;
@@ -266,8 +267,10 @@ fn run_span(start: &Start) -> Span {
         },
     };
     let span = Span::root("troupe.run", earlier.as_ref().and_then(|r| r.trace()));
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(goal.as_bytes());
+    if span.context().is_none() {
+        return span;
+    }
+    let digest = Sha256::digest(goal.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     span.set("troupe.goal.sha256", hex);
     span.set("troupe.resumed", earlier.is_some());
@@ -276,6 +279,9 @@ fn run_span(start: &Start) -> Span {
 
 /// The run's span, ended with what its record says.
 fn run_ended(span: &Span, run_dir: &Path, code: u8) {
+    if span.context().is_none() {
+        return;
+    }
     if let Ok(record) = crate::inspect::load_run(run_dir) {
         span.set("troupe.run.id", record.run_id.clone());
         span.set("troupe.run.outcome", record.status.as_str());
