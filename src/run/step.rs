@@ -540,7 +540,10 @@ impl Step<'_> {
 /// An attempt's span, ended with how the attempt went.
 fn attempt_ended(span: &Span, tried: &Result<Tried, IsolationError>) {
     let outcome = match tried {
-        Ok(Tried::Done(StepEnd::Completed)) => "completed",
+        Ok(Tried::Done(StepEnd::Completed)) => {
+            span.succeed();
+            "completed"
+        }
         Ok(Tried::Done(StepEnd::Failed(failure))) => {
             span.fail(failure.to_string());
             "failed"
