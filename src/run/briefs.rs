@@ -25,7 +25,7 @@ pub fn worker_brief(
     goal: &str,
     step: &StepRecord,
     dependencies: &[Delivered<'_>],
-    feedback: Option<&VerdictReport>,
+    feedback: Option<&SentBack>,
     carried: &Carried,
 ) -> std::io::Result<String> {
     let template = Prompt::Step.load(prompts_dir)?;
@@ -40,7 +40,7 @@ pub fn worker_brief(
     };
     let feedback = match feedback {
         None => "(none: this is the first attempt)".to_string(),
-        Some(verdict) => describe_feedback(verdict, carried),
+        Some(sent_back) => describe_feedback(sent_back, carried),
     };
     Ok(render(
         &template,
@@ -212,8 +212,40 @@ fn named_paths(paths: &[String]) -> String {
     text
 }
 
-fn describe_feedback(verdict: &VerdictReport, carried: &Carried) -> String {
-    let mut text = String::from("The reviewer rejected your previous attempt.");
+/// An attempt sent back, for the next one to answer: why, and by whom.
+#[derive(Debug, Clone)]
+pub struct SentBack {
+    pub verdict: VerdictReport,
+    pub by: SentBackBy,
+}
+
+/// Who sent an attempt back, which its retry's brief names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentBackBy {
+    /// The step's reviewer rejected it.
+    Reviewer,
+    /// troupe did: its `result` did not match the step's `output_schema`,
+    /// before any review.
+    Schema,
+    /// troupe could not land its approved change (a conflict, or a path
+    /// it refuses).
+    Landing,
+}
+
+fn describe_feedback(sent_back: &SentBack, carried: &Carried) -> String {
+    let verdict = &sent_back.verdict;
+    let (opening, why) = match sent_back.by {
+        SentBackBy::Reviewer => ("The reviewer rejected your previous attempt.", "Review"),
+        SentBackBy::Schema => (
+            "troupe sent your previous attempt back before its review.",
+            "Why",
+        ),
+        SentBackBy::Landing => (
+            "Your previous attempt was accepted, but troupe could not land its change.",
+            "Why",
+        ),
+    };
+    let mut text = String::from(opening);
     match carried {
         Carried::InPlace => {}
         Carried::Kept(paths) => text.push_str(&format!(
@@ -225,7 +257,7 @@ fn describe_feedback(verdict: &VerdictReport, carried: &Carried) -> String {
         ),
     }
     if !verdict.summary.trim().is_empty() {
-        text.push_str(&format!("\nReview: {}", verdict.summary.trim()));
+        text.push_str(&format!("\n{why}: {}", verdict.summary.trim()));
     }
     if !verdict.issues.is_empty() {
         text.push_str("\nIssues:");

@@ -14,7 +14,7 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
-use super::briefs::{Delivered, worker_brief};
+use super::briefs::{Delivered, SentBack, SentBackBy, worker_brief};
 use super::claims::{self, Claimed};
 use super::context::RunContext;
 use super::runner::{AgentRequest, CheckoutView};
@@ -110,10 +110,16 @@ pub enum ReviewOutcome {
 }
 
 /// How an attempt ended: the step's end, or a rejection (a reviewer's,
-/// or a conflict's) for the next attempt to answer.
+/// the schema check's, or a landing's) for the next attempt to answer.
 enum Tried {
     Done(StepEnd),
-    Again(VerdictReport),
+    Again(SentBack),
+}
+
+impl Tried {
+    fn again(verdict: VerdictReport, by: SentBackBy) -> Tried {
+        Tried::Again(SentBack { verdict, by })
+    }
 }
 
 /// What the reviewer of an attempt is given.
@@ -251,7 +257,11 @@ impl Step<'_> {
     async fn drive(&self) -> StepEnd {
         let first = self.start.first_attempt;
         let max = self.ctx.team.max_retries;
-        let mut feedback = self.start.feedback.clone();
+        // A resumed step's feedback is the last review the record kept.
+        let mut feedback = self.start.feedback.clone().map(|verdict| SentBack {
+            verdict,
+            by: SentBackBy::Reviewer,
+        });
         let mut attempt = first;
         loop {
             let span = self.span.child("troupe.attempt");
@@ -262,11 +272,12 @@ impl Step<'_> {
                 .unwrap_or_else(PoisonError::into_inner) = span.clone();
             let tried = self.attempt(attempt, feedback.as_ref()).await;
             attempt_ended(&span, &tried);
-            let verdict = match tried {
+            let sent_back = match tried {
                 Ok(Tried::Done(end)) => return end,
-                Ok(Tried::Again(verdict)) => verdict,
+                Ok(Tried::Again(sent_back)) => sent_back,
                 Err(error) => return StepEnd::Failed(StepFailure::Isolation { attempt, error }),
             };
+            let verdict = &sent_back.verdict;
             let issue = verdict.issues.first().unwrap_or(&verdict.summary).clone();
             if !verdict.retry {
                 return StepEnd::Failed(StepFailure::NoRetry { attempt, issue });
@@ -278,7 +289,7 @@ impl Step<'_> {
                     issue,
                 });
             }
-            feedback = Some(verdict);
+            feedback = Some(sent_back);
             attempt += 1;
             self.send(StepEvent::Retrying { attempt });
         }
@@ -290,7 +301,7 @@ impl Step<'_> {
     async fn attempt(
         &self,
         attempt: u32,
-        feedback: Option<&VerdictReport>,
+        feedback: Option<&SentBack>,
     ) -> Result<Tried, IsolationError> {
         let mut space = self
             .ctx
@@ -319,7 +330,10 @@ impl Step<'_> {
                     errors: errors.clone(),
                 });
                 space.discard().await;
-                return Ok(Tried::Again(invalid_result(attempt, errors)));
+                return Ok(Tried::again(
+                    invalid_result(attempt, errors),
+                    SentBackBy::Schema,
+                ));
             }
         }
         let change = space.change().await?;
@@ -354,7 +368,7 @@ impl Step<'_> {
             ReviewEnd::Approved => self.land(&*space, attempt, StepEnd::Completed).await,
             ReviewEnd::Rejected(verdict) => {
                 space.discard().await;
-                Ok(Tried::Again(verdict))
+                Ok(Tried::again(verdict, SentBackBy::Reviewer))
             }
             ReviewEnd::Failed(reason) => {
                 let accepted = self.ctx.team.accept_unreviewed;
@@ -393,7 +407,7 @@ impl Step<'_> {
                     attempt,
                     reasons: reasons.clone(),
                 });
-                Ok(Tried::Again(VerdictReport {
+                let verdict = VerdictReport {
                     approved: false,
                     summary: format!(
                         "troupe does not land the change of attempt {attempt}: {}",
@@ -404,14 +418,15 @@ impl Step<'_> {
                         "Leave these out of the change: remove them from the checkout, or make them plain files inside the workspace.".to_string(),
                     ],
                     retry: true,
-                }))
+                };
+                Ok(Tried::again(verdict, SentBackBy::Landing))
             }
             Landing::Conflicted(conflict) => {
                 self.send(StepEvent::Conflicted {
                     attempt,
                     paths: conflict.paths.clone(),
                 });
-                Ok(Tried::Again(VerdictReport {
+                let verdict = VerdictReport {
                     approved: false,
                     summary: format!(
                         "The approved change of attempt {attempt} conflicts with work that landed meanwhile, in {}.",
@@ -420,7 +435,8 @@ impl Step<'_> {
                     issues: conflict.issues(),
                     suggestions: Vec::new(),
                     retry: true,
-                }))
+                };
+                Ok(Tried::again(verdict, SentBackBy::Landing))
             }
         }
     }
@@ -429,7 +445,7 @@ impl Step<'_> {
     async fn worker(
         &self,
         attempt: u32,
-        feedback: Option<&VerdictReport>,
+        feedback: Option<&SentBack>,
         checkout: Option<CheckoutView>,
         carried: &Carried,
     ) -> Result<AgentRecord, StartError> {
@@ -549,8 +565,8 @@ fn attempt_ended(span: &Span, tried: &Result<Tried, IsolationError>) {
             "failed"
         }
         Ok(Tried::Done(StepEnd::Unreviewed { .. })) => "unreviewed",
-        Ok(Tried::Again(verdict)) => {
-            span.fail(verdict.summary.clone());
+        Ok(Tried::Again(sent_back)) => {
+            span.fail(sent_back.verdict.summary.clone());
             "sent_back"
         }
         Err(error) => {

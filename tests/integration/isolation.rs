@@ -284,6 +284,11 @@ fn the_same_lines_conflict_and_the_retry_lands_on_the_new_head() {
         task.contains("conflicts") && task.contains("f.txt") && task.contains("<<<<<<<"),
         "the conflict, with its hunks, is the retry's feedback:\n{task}"
     );
+    assert!(
+        task.contains("accepted, but troupe could not land its change")
+            && !task.contains("reviewer rejected"),
+        "the brief says who sent it back:\n{task}"
+    );
     assert_eq!(on_branch(&team, "f.txt").unwrap(), both);
 }
 

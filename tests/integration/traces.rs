@@ -136,7 +136,10 @@ fn a_run_is_one_trace_from_its_plan_to_each_command() {
     let attempt = child(&spans, probe, "troupe.attempt");
     assert_eq!(int(attempt, "troupe.attempt"), 1);
     assert_eq!(attempt["attributes"]["troupe.attempt.outcome"], "completed");
-    assert_eq!(attempt["status"]["code"], 1, "an attempt that made it is ok");
+    assert_eq!(
+        attempt["status"]["code"], 1,
+        "an attempt that made it is ok"
+    );
     let worker = child(&spans, attempt, "invoke_agent worker");
     assert_eq!(worker["attributes"]["agent_id"], "probe/worker-1");
     assert_eq!(

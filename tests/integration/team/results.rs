@@ -52,6 +52,11 @@ fn a_result_that_does_not_match_goes_back_and_a_matching_one_reaches_the_depende
         brief.contains("/urls/0"),
         "the errors are in the retry's brief: {brief}"
     );
+    assert!(
+        brief.contains("troupe sent your previous attempt back before its review")
+            && !brief.contains("reviewer rejected"),
+        "the brief says who sent it back: {brief}"
+    );
     assert_eq!(
         second["output_schema"],
         urls_schema(),

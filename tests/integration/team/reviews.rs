@@ -72,8 +72,9 @@ fn rejected_then_approved_with_the_feedback_passed_on() {
     );
     let brief = retry["messages"][1]["content"].as_str().unwrap();
     assert!(
-        brief.contains("the greeting is missing"),
-        "the retry sees the issue: {brief}"
+        brief.contains("the greeting is missing")
+            && brief.contains("The reviewer rejected your previous attempt."),
+        "the retry sees the issue, and who raised it: {brief}"
     );
     assert_eq!(team.events_of("step_retry").len(), 1);
     assert!(
