@@ -220,7 +220,8 @@ pub struct SentBack {
 }
 
 /// Who sent an attempt back, which its retry's brief names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SentBackBy {
     /// The step's reviewer rejected it.
     Reviewer,
@@ -230,6 +231,17 @@ pub enum SentBackBy {
     /// troupe could not land its approved change (a conflict, or a path
     /// it refuses).
     Landing,
+}
+
+impl SentBackBy {
+    /// Whose feedback a retry answers, for its progress line.
+    pub fn whose(self) -> &'static str {
+        match self {
+            SentBackBy::Reviewer => "the reviewer's feedback",
+            SentBackBy::Schema => "the output_schema's errors",
+            SentBackBy::Landing => "why troupe could not land it",
+        }
+    }
 }
 
 fn describe_feedback(sent_back: &SentBack, carried: &Carried) -> String {

@@ -153,10 +153,12 @@ pub enum RunEvent {
         reason: String,
         seconds: f64,
     },
-    /// The worker goes again with the reviewer's feedback.
+    /// The worker goes again with the feedback of whoever sent the last
+    /// attempt back.
     StepRetry {
         step: String,
         attempt: u32,
+        sent_back_by: super::briefs::SentBackBy,
     },
     StepCompleted {
         step: String,
@@ -393,8 +395,15 @@ impl RunEvent {
                 };
                 format!("{step}  review failed ({next}): {}", excerpt(reason, 160))
             }
-            RunEvent::StepRetry { step, attempt } => {
-                format!("{step}  retry: attempt {attempt} with the reviewer's feedback")
+            RunEvent::StepRetry {
+                step,
+                attempt,
+                sent_back_by,
+            } => {
+                format!(
+                    "{step}  retry: attempt {attempt} with {}",
+                    sent_back_by.whose()
+                )
             }
             RunEvent::StepCompleted {
                 step,

@@ -395,8 +395,12 @@ impl<'c> Owner<'c> {
                     }
                 });
             }
-            StepEvent::Retrying { attempt } => {
-                let event = RunEvent::StepRetry { step, attempt };
+            StepEvent::Retrying { attempt, by } => {
+                let event = RunEvent::StepRetry {
+                    step,
+                    attempt,
+                    sent_back_by: by,
+                };
                 self.emit(event, |run| {
                     if let Some(step) = run.step_mut(id) {
                         step.status = StepStatus::Running;

@@ -92,9 +92,11 @@ pub enum StepEvent {
         attempt: u32,
         errors: Vec<String>,
     },
-    /// The worker goes again with the reviewer's feedback.
+    /// The worker goes again with the feedback of whoever sent the last
+    /// attempt back.
     Retrying {
         attempt: u32,
+        by: SentBackBy,
     },
 }
 
@@ -277,7 +279,7 @@ impl Step<'_> {
                 Ok(Tried::Again(sent_back)) => sent_back,
                 Err(error) => return StepEnd::Failed(StepFailure::Isolation { attempt, error }),
             };
-            let verdict = &sent_back.verdict;
+            let (verdict, by) = (&sent_back.verdict, sent_back.by);
             let issue = verdict.issues.first().unwrap_or(&verdict.summary).clone();
             if !verdict.retry {
                 return StepEnd::Failed(StepFailure::NoRetry { attempt, issue });
@@ -291,7 +293,7 @@ impl Step<'_> {
             }
             feedback = Some(sent_back);
             attempt += 1;
-            self.send(StepEvent::Retrying { attempt });
+            self.send(StepEvent::Retrying { attempt, by });
         }
     }
 

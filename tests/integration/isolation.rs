@@ -289,6 +289,7 @@ fn the_same_lines_conflict_and_the_retry_lands_on_the_new_head() {
             && !task.contains("reviewer rejected"),
         "the brief says who sent it back:\n{task}"
     );
+    assert_eq!(team.events_of("step_retry")[0]["sent_back_by"], "landing");
     assert_eq!(on_branch(&team, "f.txt").unwrap(), both);
 }
 

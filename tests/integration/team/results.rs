@@ -57,6 +57,15 @@ fn a_result_that_does_not_match_goes_back_and_a_matching_one_reaches_the_depende
             && !brief.contains("reviewer rejected"),
         "the brief says who sent it back: {brief}"
     );
+    let retry = team.events_of("step_retry");
+    assert_eq!(retry[0]["sent_back_by"], "schema", "{retry:?}");
+    assert!(
+        team.run
+            .stderr
+            .contains("retry: attempt 2 with the output_schema's errors"),
+        "{}",
+        team.run.stderr
+    );
     assert_eq!(
         second["output_schema"],
         urls_schema(),

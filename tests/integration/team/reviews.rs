@@ -77,6 +77,7 @@ fn rejected_then_approved_with_the_feedback_passed_on() {
         "the retry sees the issue, and who raised it: {brief}"
     );
     assert_eq!(team.events_of("step_retry").len(), 1);
+    assert_eq!(team.events_of("step_retry")[0]["sent_back_by"], "reviewer");
     assert!(
         team.run
             .stderr
