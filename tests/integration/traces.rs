@@ -566,3 +566,35 @@ fn a_collector_that_never_answers_costs_one_export_timeout_and_one_warning() {
     assert_eq!(warnings.len(), 1, "{}", team.run.stderr);
     assert!(warnings[0].contains(&endpoint), "{}", warnings[0]);
 }
+
+#[test]
+fn a_run_as_an_ordinary_user_hands_its_commands_their_spans() {
+    let test = "a_run_as_an_ordinary_user_hands_its_commands_their_spans";
+    let Some(collector) = Collector::start(test) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("probe", &[])])),
+        worker_rule("probe", runs(PRINTS_TRACEPARENT)),
+        approving_reviewer(),
+    ];
+    let mut command = team_command(&sandbox, rules, &[]);
+    command.args(["--otlp-endpoint", &collector.url()]);
+    let mut command = crate::hostile::unprivileged(&sandbox, command);
+    command.env("HOME", sandbox.root());
+    let team = crate::team::finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let spans = collector.spans_when(|spans| !named(spans, "troupe.run").is_empty());
+    let worker = only(&spans, "invoke_agent worker");
+    let call = child(&spans, worker, "execute_tool run_command");
+    let kept = std::fs::read_to_string(sandbox.ws().join("traceparent.txt")).unwrap();
+    assert_eq!(
+        kept.trim(),
+        format!(
+            "[00-{}-{}-01]",
+            call["trace_id"].as_str().unwrap(),
+            call["span_id"].as_str().unwrap()
+        )
+    );
+}
