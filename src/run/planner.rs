@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
 use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
-use crate::plan::{Plan, parse_plan, parse_plan_with, plan_schema};
+use crate::plan::{Plan, parse_plan_with, plan_schema};
 use crate::prompts::{Prompt, render};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, TraceParent};
 use crate::telemetry::Span;
@@ -125,20 +125,10 @@ impl Planner {
     }
 
     pub async fn plan(&mut self, goal: &str) -> Result<Plan, PlanFailure> {
-        let span = Span::under(self.trace, "troupe.planning");
         self.open()?;
-        let planned = match self.ask(format!("Goal: {goal}"), &span).await {
-            Ok(answer) => match parse_plan(&answer) {
-                Ok(plan) => self.within_ceiling(plan, answer),
-                Err(e) => Err(PlanFailure::Invalid {
-                    reason: e.to_string(),
-                    answer,
-                }),
-            },
-            Err(failure) => Err(failure),
-        };
-        planned_in(&span, &planned);
-        planned
+        let none = HashSet::new();
+        self.planned("troupe.planning", format!("Goal: {goal}"), &none, &none)
+            .await
     }
 
     /// The system prompt, which says what a plan looks like.
@@ -168,8 +158,22 @@ impl Planner {
                 context.goal
             );
         }
-        let span = Span::under(self.trace, "troupe.replanning");
         let (taken, done) = (context.taken, context.done);
+        self.planned("troupe.replanning", question, taken, done)
+            .await
+    }
+
+    /// The plan the answer to `question` gives, read with the step ids
+    /// `taken` and `done`, within the ceiling; asked in a span named
+    /// `span_name`, which ends with what it gave.
+    async fn planned(
+        &mut self,
+        span_name: &'static str,
+        question: String,
+        taken: &HashSet<String>,
+        done: &HashSet<String>,
+    ) -> Result<Plan, PlanFailure> {
+        let span = Span::under(self.trace, span_name);
         let planned = match self.ask(question, &span).await {
             Ok(answer) => match parse_plan_with(&answer, taken, done) {
                 Ok(plan) => self.within_ceiling(plan, answer),
