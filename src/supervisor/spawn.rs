@@ -277,14 +277,7 @@ pub async fn run_prepared(
     let outcome = serve(command, run).await;
     let span = config.span;
     span.set("troupe.agent.status", outcome.status.as_str());
-    span.set(
-        "gen_ai.usage.input_tokens",
-        outcome.stats.token_usage.prompt as i64,
-    );
-    span.set(
-        "gen_ai.usage.output_tokens",
-        outcome.stats.token_usage.completion as i64,
-    );
+    span.tokens(outcome.stats.token_usage);
     match (&outcome.error, outcome.status) {
         (Some(error), _) => span.fail(error.clone()),
         (None, AgentStatus::Completed) => span.succeed(),

@@ -16,38 +16,36 @@ pub async fn complete(
     model: &dyn ChatModel,
     mut request: CompletionRequest,
 ) -> Result<Completion, LlmError> {
+    // Untraced, a request costs nothing more than itself.
+    if parent.is_none() {
+        return model.complete(request).await;
+    }
     let (provider, name) = model.identity();
     let span = Span::under(parent, format!("chat {name}")).client();
     span.set("gen_ai.operation.name", "chat");
     span.set("gen_ai.provider.name", provider);
     span.set("gen_ai.request.model", name.to_string());
     span.set("gen_ai.agent.id", request.agent.to_string());
-    if span.context().is_some() {
-        let told = request.on_retry.take();
-        let retries = span.clone();
-        request.on_retry = Some(RetryObserver(Arc::new(move |retry: &Retrying| {
-            retries.event(
-                "gen_ai.request.retry",
-                vec![
-                    KeyValue::new("troupe.retry.attempt", i64::from(retry.attempt)),
-                    KeyValue::new("troupe.retry.of", i64::from(retry.of)),
-                    KeyValue::new("troupe.retry.reason", retry.reason.clone()),
-                    KeyValue::new("troupe.retry.wait_ms", retry.wait.as_millis() as i64),
-                ],
-            );
-            if let Some(told) = &told {
-                (told.0)(retry);
-            }
-        })));
-    }
+    let told = request.on_retry.take();
+    let retries = span.clone();
+    request.on_retry = Some(RetryObserver(Arc::new(move |retry: &Retrying| {
+        retries.event(
+            "gen_ai.request.retry",
+            vec![
+                KeyValue::new("troupe.retry.attempt", i64::from(retry.attempt)),
+                KeyValue::new("troupe.retry.of", i64::from(retry.of)),
+                KeyValue::new("troupe.retry.reason", retry.reason.clone()),
+                KeyValue::new("troupe.retry.wait_ms", retry.wait.as_millis() as i64),
+            ],
+        );
+        if let Some(told) = &told {
+            (told.0)(retry);
+        }
+    })));
     let result = model.complete(request).await;
     match &result {
         Ok(completion) => {
-            span.set("gen_ai.usage.input_tokens", completion.usage.prompt as i64);
-            span.set(
-                "gen_ai.usage.output_tokens",
-                completion.usage.completion as i64,
-            );
+            span.tokens(completion.usage);
             span.set(
                 "gen_ai.response.finish_reasons",
                 opentelemetry::Value::Array(opentelemetry::Array::String(vec![

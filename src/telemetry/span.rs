@@ -133,6 +133,12 @@ impl Span {
         });
     }
 
+    /// The tokens of `usage`, as the GenAI conventions name them.
+    pub fn tokens(&self, usage: crate::chat::Usage) {
+        self.set("gen_ai.usage.input_tokens", usage.prompt as i64);
+        self.set("gen_ai.usage.output_tokens", usage.completion as i64);
+    }
+
     /// The span's work failed, for this reason.
     pub fn fail(&self, why: impl Into<String>) {
         let description: Cow<'static, str> = crate::text::excerpt(&why.into(), 500).into();
