@@ -155,8 +155,12 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             plan,
         },
     };
-    if let Start::Resume { run_dir, .. } = &start
-        && let Ok(record) = crate::inspect::load_run(run_dir)
+    // The record of a run being resumed, read once.
+    let earlier = match &start {
+        Start::Resume { run_dir, .. } => Some(crate::inspect::load_run(run_dir)),
+        Start::Fresh { .. } => None,
+    };
+    if let Some(Ok(record)) = &earlier
         && record.status == crate::record::RunStatus::Completed
     {
         crate::tell!(
@@ -166,17 +170,17 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let span = run_span(&start);
+    let span = run_span(&start, earlier.as_ref().and_then(|r| r.as_ref().ok()));
     // A resume that names no model goes on with the run's own.
-    let remembered = match &start {
-        Start::Resume { run_dir, .. } if !args.model.named(sources) => {
-            let record = crate::inspect::load_run(run_dir).map_err(UsageError::Said)?;
+    let remembered = match &earlier {
+        Some(record) if !args.model.named(sources) => {
+            let record = record.as_ref().map_err(|e| UsageError::Said(e.clone()))?;
             if !record.models.is_empty() {
                 crate::tell!(
                     "troupe: resume: with the run's own models (name one with --model to change them)"
                 );
             }
-            record.models
+            record.models.clone()
         }
         _ => Default::default(),
     };
@@ -257,16 +261,15 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
 
 const ROLES: [Actor; 3] = [Actor::Planner, Actor::Worker, Actor::Reviewer];
 
-/// The run's span: a new trace, or the trace a resumed run began.
-fn run_span(start: &Start) -> Span {
-    let (goal, earlier) = match start {
-        Start::Fresh { goal, .. } => (goal.clone(), None),
-        Start::Resume { run_dir, .. } => match crate::inspect::load_run(run_dir) {
-            Ok(record) => (record.goal.clone(), Some(record)),
-            Err(_) => (String::new(), None),
-        },
+/// The run's span: a new trace, or the trace the resumed run `earlier`
+/// began.
+fn run_span(start: &Start, earlier: Option<&crate::record::RunRecord>) -> Span {
+    let goal = match (start, earlier) {
+        (Start::Fresh { goal, .. }, _) => goal.as_str(),
+        (Start::Resume { .. }, Some(record)) => record.goal.as_str(),
+        (Start::Resume { .. }, None) => "",
     };
-    let span = Span::root("troupe.run", earlier.as_ref().and_then(|r| r.trace()));
+    let span = Span::root("troupe.run", earlier.and_then(|r| r.trace()));
     if span.context().is_none() {
         return span;
     }
@@ -289,14 +292,7 @@ fn run_ended(span: &Span, run_dir: &Path, code: u8) {
             span.set("troupe.isolation", mode.as_str());
         }
         span.set("troupe.steps", record.steps.len() as i64);
-        span.set(
-            "gen_ai.usage.input_tokens",
-            record.totals.token_usage.prompt as i64,
-        );
-        span.set(
-            "gen_ai.usage.output_tokens",
-            record.totals.token_usage.completion as i64,
-        );
+        span.tokens(record.totals.token_usage);
     }
     span.set("troupe.exit_code", i64::from(code));
     match code {
