@@ -86,7 +86,7 @@ pub fn start(settings: ExportSettings) -> Result<(), String> {
     let failed = Arc::new(AtomicBool::new(false));
     let watched = Watched {
         inner: otlp,
-        url: settings.url.clone(),
+        url: format!("{}, which {} names", settings.url, settings.origin),
         failed: Arc::clone(&failed),
     };
     let config = BatchConfigBuilder::default()
@@ -159,6 +159,7 @@ fn blocking_client(timeout: Duration) -> Result<reqwest::blocking::Client, Strin
 #[derive(Debug)]
 struct Watched {
     inner: opentelemetry_otlp::SpanExporter,
+    /// The collector's URL, and where it came from.
     url: String,
     failed: Arc<AtomicBool>,
 }
