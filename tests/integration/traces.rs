@@ -23,6 +23,21 @@ fn runs(command: &str) -> Vec<Value> {
 /// The command that prints the context it was started in, and keeps it.
 const PRINTS_TRACEPARENT: &str = "printf '[%s]\\n' \"${TRACEPARENT-unset}\" | tee traceparent.txt";
 
+/// One step, `probe`, whose command prints its TRACEPARENT.
+fn one_probe_step() -> Vec<Value> {
+    vec![
+        planner(json!([step("probe", &[])])),
+        worker_rule("probe", runs(PRINTS_TRACEPARENT)),
+        approving_reviewer(),
+    ]
+}
+
+/// The scripted model of a `troupe spawn` agent whose command prints its
+/// TRACEPARENT.
+fn probing_agent(sandbox: &Sandbox) -> String {
+    sandbox.script(json!({"rules": [{"role": "worker", "reply": runs(PRINTS_TRACEPARENT)}]}))
+}
+
 /// Two steps at once in a repository (so `auto` isolates them and each
 /// lands): `probe` prints its command's TRACEPARENT, `b` writes a file.
 fn two_isolated_steps() -> Vec<Value> {
@@ -200,8 +215,7 @@ fn a_spawned_agent_is_a_trace_of_its_own_named_by_the_standard_variables() {
         return;
     };
     let sandbox = Sandbox::new();
-    let model =
-        sandbox.script(json!({"rules": [{"role": "worker", "reply": runs(PRINTS_TRACEPARENT)}]}));
+    let model = probing_agent(&sandbox);
     let mut command = spawn_command(&sandbox, 1, "print the trace context", &model);
     command
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())
@@ -298,11 +312,7 @@ fn closed_port() -> u16 {
 #[test]
 fn an_unreachable_collector_is_said_once_and_the_run_goes_on() {
     let sandbox = Sandbox::new();
-    let rules = vec![
-        planner(json!([step("probe", &[])])),
-        worker_rule("probe", runs(PRINTS_TRACEPARENT)),
-        approving_reviewer(),
-    ];
+    let rules = one_probe_step();
     let endpoint = format!("http://127.0.0.1:{}", closed_port());
     let mut command = team_command(&sandbox, rules, &[]);
     command.args(["--otlp-endpoint", &endpoint]);
@@ -334,11 +344,7 @@ fn an_unreachable_collector_is_said_once_and_the_run_goes_on() {
 #[test]
 fn without_an_endpoint_nothing_is_traced_and_no_context_is_handed_on() {
     let sandbox = Sandbox::new();
-    let rules = vec![
-        planner(json!([step("probe", &[])])),
-        worker_rule("probe", runs(PRINTS_TRACEPARENT)),
-        approving_reviewer(),
-    ];
+    let rules = one_probe_step();
     let mut command = team_command(&sandbox, rules, &[]);
     // troupe's own context does not leak to its agents untraced.
     command
@@ -472,8 +478,7 @@ fn a_background_agent_is_traced_by_its_supervisor() {
         return;
     };
     let sandbox = Sandbox::new();
-    let model =
-        sandbox.script(json!({"rules": [{"role": "worker", "reply": runs(PRINTS_TRACEPARENT)}]}));
+    let model = probing_agent(&sandbox);
     let mut command = spawn_command(&sandbox, 4, "print the trace context", &model);
     command.arg("--background").env(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -574,11 +579,7 @@ fn a_run_as_an_ordinary_user_hands_its_commands_their_spans() {
         return;
     };
     let sandbox = Sandbox::new();
-    let rules = vec![
-        planner(json!([step("probe", &[])])),
-        worker_rule("probe", runs(PRINTS_TRACEPARENT)),
-        approving_reviewer(),
-    ];
+    let rules = one_probe_step();
     let mut command = team_command(&sandbox, rules, &[]);
     command.args(["--otlp-endpoint", &collector.url()]);
     let mut command = crate::hostile::unprivileged(&sandbox, command);
