@@ -576,7 +576,7 @@ fn worktree_cost_of(
                     false => CheckoutKind::Full("the benchmark's other mode".to_string()),
                 },
             };
-            let record = Worktrees::prepare(&ws, &run_dir, "run_bench", &bounds)
+            let record = Worktrees::prepare(&ws, &run_dir, "run_bench", &bounds.stop)
                 .await
                 .expect("snapshot");
             let fresh = troupe::run::isolation::Snapshot::JustTaken;

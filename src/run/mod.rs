@@ -403,16 +403,21 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         return Ok(());
     }
     let run_id = owner.record().run_id.clone();
-    let checkouts = ctx.checkouts.kind().await;
-    let bounds = Bounds {
-        stop: ctx.stop.clone(),
-        max_file_size: ctx.max_file_size,
-        checkouts: checkouts.clone(),
-    };
     // Intent, act, record: the isolation is on disk before its branch is
     // made, and the branch before any step runs.
     let opened = async {
-        let record = Worktrees::prepare(&ctx.workspace, &ctx.run_dir, &run_id, &bounds).await?;
+        // The sandbox's probe (two confined agents) while git records
+        // the workspace: neither needs the other.
+        let (checkouts, record) = tokio::join!(
+            ctx.checkouts.kind(),
+            Worktrees::prepare(&ctx.workspace, &ctx.run_dir, &run_id, &ctx.stop)
+        );
+        let record = record?;
+        let bounds = Bounds {
+            stop: ctx.stop.clone(),
+            max_file_size: ctx.max_file_size,
+            checkouts: checkouts.clone(),
+        };
         let event = RunEvent::Isolation {
             mode: IsolationMode::Worktree,
             branch: Some(record.branch.clone()),
