@@ -964,8 +964,8 @@ fn seed_index(from: &Path, to: &Path) -> std::io::Result<()> {
 /// The snapshot commit of `workspace`, made with a temporary index: every
 /// file that is not ignored, the results directory left out. The index
 /// starts as a copy of the user's (`seed_index`), and from nothing where
-/// that copy cannot be made or used (a split index, whose shared part git
-/// would write beside the user's).
+/// that copy cannot be made or git fails on it. An entry of the copy is
+/// believed as git believes the user's own index: by its stat data.
 async fn snapshot(
     git: &Git,
     workspace: &Path,
