@@ -16,6 +16,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::git::{Git, GitError, Place};
+use super::stat::Raw;
 use crate::supervisor::spawn::GUARDED;
 
 /// How many refusals are named; the rest are counted.
@@ -70,38 +71,25 @@ async fn ignored<'a>(
     Ok(out.stdout.lines().map(PathBuf::from).collect())
 }
 
-/// What of the change from `base` to `commit` troupe will not land.
-pub async fn refusals(git: &Git, base: &str, commit: &str) -> Result<Vec<String>, GitError> {
-    let raw = git
-        .run(
-            &Place::default(),
-            [
-                "diff",
-                "--no-ext-diff",
-                "--no-renames",
-                "--raw",
-                "-z",
-                base,
-                commit,
-            ],
-        )
-        .await?;
+/// What of a change (its `--raw` records) troupe will not land.
+pub async fn refusals(git: &Git, changed: &[Raw]) -> Result<Vec<String>, GitError> {
     let mut refused = Vec::new();
-    let mut fields = raw.split('\0');
-    while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
-        let parts: Vec<&str> = meta.trim_start_matches(':').split_whitespace().collect();
-        let [old_mode, new_mode, _, new_id, _] = parts.as_slice() else {
-            continue;
-        };
+    for Raw {
+        path,
+        old_mode,
+        new_mode,
+        new_id,
+    } in changed
+    {
         if GUARDED.iter().any(|name| Path::new(path).starts_with(name)) {
             refused.push(format!(
                 "{path} is troupe's configuration, never a step's to change"
             ));
-        } else if *new_mode == "160000" && *old_mode != "160000" {
+        } else if new_mode == "160000" && old_mode != "160000" {
             refused.push(format!(
                 "{path} is a nested repository (a gitlink), which troupe does not land"
             ));
-        } else if *new_mode == "120000" {
+        } else if new_mode == "120000" {
             let target = git
                 .run(&Place::default(), ["cat-file", "blob", new_id])
                 .await?;

@@ -434,57 +434,47 @@ impl Worktrees {
             checkout: crate::protocol::display_in(&self.workspace, &checkout.dir),
             ..ChangeRecord::default()
         };
-        let place = Place {
-            work_tree: Some(&checkout.dir),
-            index: None,
-        };
-        let tree = match &checkout.layers {
+        let message = format!("troupe: {step}, attempt {attempt}");
+        let made = match &checkout.layers {
             Some(layers) => {
-                let built = self.layer_tree(checkout, layers, step, attempt).await?;
+                let built = self.commit_layer(checkout, layers, &message).await?;
                 change.refused = built.refused;
-                built.tree.unwrap_or_default()
+                built.made
             }
             None => {
                 change.refused =
                     admit::unfit_files(&checkout.git, &checkout.dir, self.max_file_size).await?;
-                if change.refused.is_empty() {
-                    checkout.git.run(&place, ["add", "-A"]).await?;
-                    checkout.git.run(&place, ["write-tree"]).await?
-                } else {
-                    String::new()
+                match change.refused.is_empty() {
+                    true => Some(self.commit_checkout(checkout, &message).await?),
+                    false => None,
                 }
             }
         };
-        if !change.refused.is_empty() {
+        let Some(made) = made else {
+            return Ok(change);
+        };
+        if checkout.base_tree == made.tree {
             return Ok(change);
         }
-        let tree = tree.trim();
         let here = Place::default();
-        if checkout.base_tree == tree {
-            return Ok(change);
-        }
-        let message = format!("troupe: {step}, attempt {attempt}");
-        let commit = self
-            .git
-            .run(
-                &here,
-                ["commit-tree", tree, "-p", &checkout.base, "-m", &message],
-            )
-            .await?;
-        let commit = commit.trim().to_string();
-        change.refused = admit::refusals(&self.git, &checkout.base, &commit).await?;
-        change.tree = tree.to_string();
+        let commit = made.commit;
+        change.tree = made.tree;
         let range = [checkout.base.as_str(), commit.as_str()];
-        let numstat = [
+        let raw_numstat = [
             "diff",
             "--no-ext-diff",
             "--no-textconv",
             "--no-renames",
+            "--raw",
             "--numstat",
             "-z",
         ];
-        let counts = self.git.run(&here, numstat.iter().chain(&range)).await?;
-        let counted = stat::parse_numstat(&counts);
+        let listed = self
+            .git
+            .run(&here, raw_numstat.iter().chain(&range))
+            .await?;
+        let (raw, counted) = stat::parse_diff(&listed);
+        change.refused = admit::refusals(&self.git, &raw).await?;
         change.stat = stat::render(&counted);
         change.files = counted
             .into_iter()
@@ -718,8 +708,9 @@ impl Worktrees {
         let Some(layers) = &checkout.layers else {
             return self.relink(checkout).await;
         };
-        let built = self.layer_tree(checkout, layers, step, attempt).await?;
-        let Some(tree) = built.tree.filter(|_| built.refused.is_empty()) else {
+        let message = format!("troupe: {step}, attempt {attempt}, kept");
+        let built = self.commit_layer(checkout, layers, &message).await?;
+        let Some(made) = built.made else {
             crate::tell!(
                 "troupe: {step}'s attempt {attempt} is kept as its layer {}: {}",
                 layers.upper.display(),
@@ -736,7 +727,7 @@ impl Worktrees {
         };
         checkout
             .git
-            .run(&place, ["read-tree", "--reset", "-u", tree.trim()])
+            .run(&place, ["read-tree", "--reset", "-u", &made.tree])
             .await?;
         let full = Checkout {
             layers: None,
@@ -749,34 +740,50 @@ impl Worktrees {
         Ok(())
     }
 
-    /// The tree of a copy-on-write checkout: its base's with its upper
-    /// layer laid over it.
-    async fn layer_tree(
+    /// A copy-on-write checkout's change (its upper layer) committed on
+    /// its base.
+    async fn commit_layer(
         &self,
         checkout: &Checkout,
         layers: &layered::Layers,
-        step: &str,
-        attempt: u32,
-    ) -> Result<upper::UpperTree, IsolationError> {
-        let index = self
-            .run_dir
-            .join(step)
-            .join(format!("change-{attempt}.index"));
-        let base_index = self.bases.as_ref().map(|b| b.index(&checkout.base));
+        message: &str,
+    ) -> Result<upper::UpperChange, IsolationError> {
         let over = upper::Over {
-            tree: &checkout.base_tree,
+            commit: &checkout.base,
             rules: &layers.base,
-            index: base_index.as_deref(),
         };
-        upper::tree_from_upper(
-            &self.git,
+        let git = &self.git;
+        upper::commit_upper(
+            git,
             over,
             &layers.upper,
             layers.markers,
-            &index,
+            message,
             self.max_file_size,
         )
         .await
+    }
+
+    /// A full checkout's change (`add -A` of the whole tree) committed
+    /// on its base.
+    async fn commit_checkout(
+        &self,
+        checkout: &Checkout,
+        message: &str,
+    ) -> Result<upper::Made, IsolationError> {
+        let place = Place {
+            work_tree: Some(&checkout.dir),
+            index: None,
+        };
+        checkout.git.run(&place, ["add", "-A"]).await?;
+        let tree = checkout.git.run(&place, ["write-tree"]).await?;
+        let tree = tree.trim().to_string();
+        let args = ["commit-tree", &tree, "-p", &checkout.base, "-m", message];
+        let commit = self.git.run(&Place::default(), args).await?;
+        Ok(upper::Made {
+            commit: commit.trim().to_string(),
+            tree,
+        })
     }
 
     /// The run is over: the bases go.

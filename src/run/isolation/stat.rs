@@ -1,6 +1,6 @@
-//! An attempt's diff stat, made from one `git diff --numstat -z` (which
-//! also gives the changed paths) instead of a second git process for
-//! `--stat`.
+//! An attempt's diff stat and the modes of its paths, made from one
+//! `git diff --raw --numstat -z` (which also gives the changed paths)
+//! instead of a git process for each.
 
 /// One changed path: lines added and deleted, `None` for a binary file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,20 +9,48 @@ pub struct Counted {
     pub lines: Option<(u64, u64)>,
 }
 
-/// `added\tdeleted\tpath\0` per path (`-\t-\t` for a binary one).
-pub fn parse_numstat(text: &str) -> Vec<Counted> {
-    text.split('\0')
-        .filter(|entry| !entry.is_empty())
-        .filter_map(|entry| {
-            let mut fields = entry.splitn(3, '\t');
-            let (added, deleted, path) = (fields.next()?, fields.next()?, fields.next()?);
-            let lines = added.parse().ok().zip(deleted.parse().ok());
-            Some(Counted {
+/// One changed path as `--raw` gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raw {
+    pub path: String,
+    pub old_mode: String,
+    pub new_mode: String,
+    /// The blob it is now.
+    pub new_id: String,
+}
+
+/// `--raw -z` records (`:modes ids status\0path\0`, renames off) and
+/// `--numstat -z` ones (`added\tdeleted\tpath\0`, `-\t-\t` for a binary
+/// file), as one `git diff` prints them.
+pub fn parse_diff(text: &str) -> (Vec<Raw>, Vec<Counted>) {
+    let mut raw = Vec::new();
+    let mut counted = Vec::new();
+    let mut fields = text.split('\0').filter(|field| !field.is_empty());
+    while let Some(field) = fields.next() {
+        if let Some(meta) = field.strip_prefix(':') {
+            let parts: Vec<&str> = meta.split_whitespace().collect();
+            let (Some(path), [old_mode, new_mode, _, new_id, _]) = (fields.next(), &parts[..])
+            else {
+                continue;
+            };
+            raw.push(Raw {
                 path: path.to_string(),
-                lines,
-            })
-        })
-        .collect()
+                old_mode: old_mode.to_string(),
+                new_mode: new_mode.to_string(),
+                new_id: new_id.to_string(),
+            });
+            continue;
+        }
+        let mut parts = field.splitn(3, '\t');
+        if let (Some(added), Some(deleted), Some(path)) = (parts.next(), parts.next(), parts.next())
+        {
+            counted.push(Counted {
+                path: path.to_string(),
+                lines: added.parse().ok().zip(deleted.parse().ok()),
+            });
+        }
+    }
+    (raw, counted)
 }
 
 /// The widest bar of `+` and `-`, as git draws it.
@@ -85,11 +113,19 @@ mod tests {
 
     #[test]
     fn the_stat_reads_like_gits() {
-        let counted = parse_numstat(concat!(
+        let (raw, counted) = parse_diff(concat!(
+            ":000000 100644 0000000 587be6b A\0a.txt\0",
+            ":100644 000000 587be6b 0000000 D\0with\ttab\0",
             "1\t0\ta.txt\0",
             "-\t-\timage.png\0",
             "2\t3\tsrc/lib.rs\0"
         ));
+        assert_eq!(raw.len(), 2);
+        assert_eq!(raw[1].path, "with\ttab");
+        assert_eq!(
+            (raw[0].new_mode.as_str(), raw[0].new_id.as_str()),
+            ("100644", "587be6b")
+        );
         assert_eq!(counted.len(), 3);
         assert_eq!(counted[1].lines, None);
         assert_eq!(
@@ -97,7 +133,7 @@ mod tests {
             " a.txt      | 1 +\n image.png  | Bin\n src/lib.rs | 5 ++---\n 3 files changed, 3 insertions(+), 3 deletions(-)\n"
         );
         assert_eq!(
-            render(&parse_numstat("1\t0\ta.txt\0")),
+            render(&parse_diff("1\t0\ta.txt\0").1),
             " a.txt | 1 +\n 1 file changed, 1 insertion(+)\n"
         );
     }

@@ -28,6 +28,10 @@ use super::admit::named;
 use super::git::{Git, GitError, Place};
 use super::{IsolationError, io, off_runtime};
 
+mod import;
+
+pub use self::import::Made;
+
 /// Which xattr namespace an overlay mount keeps its markers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Markers {
@@ -51,61 +55,50 @@ impl Markers {
 /// What an upper layer is laid over.
 #[derive(Debug, Clone, Copy)]
 pub struct Over<'a> {
-    /// The base's tree.
-    pub tree: &'a str,
+    /// The base's commit, the change's parent.
+    pub commit: &'a str,
     /// The base on disk, whose ignore rules say which new paths to leave
     /// out.
     pub rules: &'a Path,
-    /// An index of the tree (the base's, which git wrote), copied to begin
-    /// the scratch index rather than read from the tree again.
-    pub index: Option<&'a Path>,
 }
 
-/// What the upper layer of an attempt holds, as a tree on its base.
+/// What the upper layer of an attempt holds, committed on its base.
 #[derive(Debug)]
-pub struct UpperTree {
+pub struct UpperChange {
     /// `None` when anything was refused: a change is taken whole or not
     /// at all.
-    pub tree: Option<String>,
+    pub made: Option<import::Made>,
     /// What troupe will not take, each a sentence naming its path.
     pub refused: Vec<String>,
 }
 
-/// The tree of `base_tree` with the overlay upper directory `upper` laid
-/// over it, its blobs written into `git`'s repository. `index` is a
-/// scratch index troupe owns (a link's target is kept beside it, in
-/// `<index>.links`, while git hashes it); both are removed afterwards.
-/// The upper directory must be still: read while a worker writes to it,
-/// the tree may hold half of a change. A path the base does not have that
-/// the ignore rules in `rules` (the base's tree on disk) match is left
-/// out, as `add -A` leaves it out of a full checkout's change: a build's
-/// output is not a change.
-pub async fn tree_from_upper(
+/// The upper directory `upper` laid over the base, committed on it with
+/// `message`: its blobs, the trees along its paths and the commit written
+/// into `git`'s repository by one `git fast-import`, which reads only the
+/// base's trees the paths go through. The upper directory must be still:
+/// read while a worker writes to it, the commit may hold half of a change.
+/// A path the base does not have that the ignore rules in `rules` (the
+/// base's tree on disk) match is left out, as `add -A` leaves it out of a
+/// full checkout's change: a build's output is not a change.
+pub async fn commit_upper(
     git: &Git,
     base: Over<'_>,
     upper: &Path,
     markers: Markers,
-    index: &Path,
+    message: &str,
     max_file_size: Option<u64>,
-) -> Result<UpperTree, IsolationError> {
+) -> Result<UpperChange, IsolationError> {
     let owned = upper.to_path_buf();
     let layer = off_runtime(move || read_layer(&owned, markers, max_file_size)).await?;
     if !layer.refused.is_empty() {
-        return Ok(UpperTree {
-            tree: None,
+        return Ok(UpperChange {
+            made: None,
             refused: named(layer.refused),
         });
     }
-    let scratch = Scratch::beside(index);
-    let cleared = scratch.clone();
-    off_runtime(move || cleared.clear()).await?;
-    let built = build(git, base, layer, &scratch).await;
-    let cleared = scratch.clone();
-    let removed = off_runtime(move || cleared.clear()).await;
-    let tree = built?;
-    removed?;
-    Ok(UpperTree {
-        tree: Some(tree),
+    let made = build(git, base, layer, message).await?;
+    Ok(UpperChange {
+        made: Some(made),
         refused: Vec::new(),
     })
 }
@@ -117,25 +110,25 @@ struct Layer {
     blobs: Vec<Blob>,
     /// The base's entry at each goes, and all under it.
     whiteouts: Vec<Vec<u8>>,
-    /// A base file or link at one goes.
+    /// Directories that merge with the base's, and replace a base file.
     dirs: Vec<Vec<u8>>,
     /// Every base entry under one goes, but what the upper holds.
     opaque: Vec<Vec<u8>>,
     refused: Vec<String>,
 }
 
-struct Blob {
-    path: Vec<u8>,
-    mode: &'static str,
-    content: Content,
+pub(super) struct Blob {
+    pub(super) path: Vec<u8>,
+    pub(super) mode: &'static str,
+    pub(super) content: Content,
 }
 
-enum Content {
+pub(super) enum Content {
     /// A file of the upper directory, which git reads itself.
     File(PathBuf),
-    /// A link's target: git would follow the link, so troupe hands it
-    /// the target's bytes in a file of its own.
-    Link(Vec<u8>),
+    /// Bytes troupe hands git in the stream: a link's target (git would
+    /// follow the link), or a small file troupe read.
+    Bytes(Vec<u8>),
 }
 
 /// What one entry of the upper directory is.
@@ -146,187 +139,86 @@ enum Entry {
     Refused(String),
 }
 
-/// The scratch index and the link targets beside it.
-#[derive(Clone)]
-struct Scratch {
-    index: PathBuf,
-    lock: PathBuf,
-    links: PathBuf,
-}
-
-impl Scratch {
-    fn beside(index: &Path) -> Scratch {
-        let with = |tail: &str| {
-            let mut path = index.as_os_str().to_owned();
-            path.push(tail);
-            PathBuf::from(path)
-        };
-        Scratch {
-            index: index.to_path_buf(),
-            lock: with(".lock"),
-            links: with(".links"),
-        }
-    }
-
-    /// Removes what an earlier call, cut short, or this one left.
-    fn clear(&self) -> Result<(), IsolationError> {
-        let gone = |result: std::io::Result<()>, path: &Path| match result {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path)(e)),
-            _ => Ok(()),
-        };
-        gone(std::fs::remove_file(&self.index), &self.index)?;
-        gone(std::fs::remove_file(&self.lock), &self.lock)?;
-        gone(std::fs::remove_dir_all(&self.links), &self.links)
-    }
-}
-
-/// Writes the blobs of `layer` and the tree of `base_tree` with them.
+/// Writes `layer` as a commit on `over`.
 async fn build(
     git: &Git,
     over: Over<'_>,
     mut layer: Layer,
-    scratch: &Scratch,
-) -> Result<String, IsolationError> {
-    let base_tree = over.tree;
-    let base = base_entries(git, base_tree, &layer).await?;
-    let ignored = ignored_new(git, &layer, &base, over.rules).await?;
-    layer.blobs.retain(|blob| !ignored.contains(&blob.path));
-    let (layer, sources) = {
-        let links = scratch.links.clone();
-        off_runtime(move || {
-            let sources = sources(&layer.blobs, &links)?;
-            Ok((layer, sources))
-        })
-        .await?
-    };
-    let ids = hash(git, &sources).await?;
-    let info = index_info(&layer, &ids, &base, &"0".repeat(base_tree.len()));
-    let place = Place {
-        work_tree: None,
-        index: Some(&scratch.index),
-    };
-    let copied = over
-        .index
-        .is_some_and(|start| std::fs::copy(start, &scratch.index).is_ok());
-    if !copied {
-        git.run(&place, ["read-tree", base_tree]).await?;
-    }
-    git.run_bytes(&place, &["update-index", "-z", "--index-info"], Some(info))
-        .await?;
-    Ok(git.run(&place, ["write-tree"]).await?.trim().to_string())
+    message: &str,
+) -> Result<import::Made, IsolationError> {
+    let candidates = ignored(git, &layer, over.rules).await?;
+    let bare = bare_dirs(&layer, &candidates);
+    let asked: Vec<&[u8]> = candidates
+        .iter()
+        .map(Vec::as_slice)
+        .chain(bare.iter().map(Vec::as_slice))
+        .collect();
+    let files = base_files(git, over.commit, &asked).await?;
+    layer
+        .blobs
+        .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
+    // A directory of the layer replaces a file of the base at its path.
+    let replaced: Vec<Vec<u8>> = bare.into_iter().filter(|dir| files.contains(dir)).collect();
+    let blobs = off_runtime(move || Ok(import::read_small(layer.blobs))).await?;
+    let blobs = import::write_large(git, blobs).await?;
+    let removed = layer.whiteouts.iter().chain(&layer.opaque).chain(&replaced);
+    let stream = import::stream(over.commit, message, removed, &blobs);
+    Ok(import::run(git, stream).await?)
 }
 
-/// Past this many paths in a layer, the base is listed whole rather than
-/// by the layer's paths (which go on git's command line).
+/// Past this many paths, the base is listed whole rather than by the
+/// paths (which go on git's command line).
 const LISTED_BY_PATH: usize = 1000;
 
-/// The files of the base (`ls-tree -r --name-only`, NUL-separated) that
-/// the layer's paths can touch: each at a path of the layer, and each
-/// under one that deletes or replaces a directory of the base. Listed by
-/// those paths, a change costs what it holds, not the base's size.
-async fn base_entries(git: &Git, base_tree: &str, layer: &Layer) -> Result<Vec<u8>, GitError> {
-    let here = Place::default();
-    let whole = [
-        "ls-tree",
-        "-r",
-        "-z",
-        "--full-tree",
-        "--name-only",
-        base_tree,
-    ];
-    let blobs = layer.blobs.iter().map(|b| &b.path);
-    let paths: Vec<&Vec<u8>> = blobs
-        .chain(&layer.whiteouts)
-        .chain(&layer.dirs)
-        .chain(&layer.opaque)
-        .collect();
+/// Which of `paths` the base has as a file or link (not a directory).
+/// Listed by those paths, a change costs what it holds, not the base's
+/// size.
+async fn base_files(git: &Git, base: &str, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, GitError> {
     if paths.is_empty() {
-        return Ok(Vec::new());
+        return Ok(HashSet::new());
     }
-    if paths.len() > LISTED_BY_PATH {
-        return git.run_bytes(&here, &whole, None).await;
-    }
-    let pathspecs = |paths: &mut dyn Iterator<Item = &Vec<u8>>| -> Vec<std::ffi::OsString> {
-        paths
-            .map(|p| std::ffi::OsStr::from_bytes(p).to_os_string())
-            .collect()
-    };
-    let mut args: Vec<std::ffi::OsString> = [
-        "--literal-pathspecs",
-        "ls-tree",
-        "-t",
-        "-z",
-        "--full-tree",
-        base_tree,
-        "--",
-    ]
-    .iter()
-    .map(Into::into)
-    .collect();
-    args.extend(pathspecs(&mut paths.iter().copied()));
-    let listed = git.run_bytes(&here, &args, None).await?;
-    let asked: HashSet<&[u8]> = paths.iter().map(|p| p.as_slice()).collect();
-    let replacing: HashSet<&[u8]> = layer
-        .blobs
+    let tree = format!("{base}^{{tree}}");
+    let mut args: Vec<std::ffi::OsString> = ["--literal-pathspecs", "ls-tree", "-z", "--full-tree"]
         .iter()
-        .map(|b| b.path.as_slice())
-        .chain(layer.whiteouts.iter().map(Vec::as_slice))
-        .chain(layer.opaque.iter().map(Vec::as_slice))
+        .map(Into::into)
         .collect();
-    let mut files = Vec::new();
-    let mut trees = Vec::new();
+    let by_path = paths.len() <= LISTED_BY_PATH;
+    if !by_path {
+        args.push("-r".into());
+    }
+    args.extend([tree.into(), "--".into()]);
+    if by_path {
+        args.extend(
+            paths
+                .iter()
+                .map(|p| std::ffi::OsStr::from_bytes(p).to_os_string()),
+        );
+    }
+    let listed = git.run_bytes(&Place::default(), &args, None).await?;
+    let asked: HashSet<&[u8]> = paths.iter().copied().collect();
+    let mut files = HashSet::new();
     for entry in listed.split(|b| *b == 0).filter(|e| !e.is_empty()) {
         let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
             continue;
         };
         let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
-        if !asked.contains(path) {
-            continue;
+        if asked.contains(path) && meta.split(|b| *b == b' ').nth(1) != Some(b"tree") {
+            files.insert(path.to_vec());
         }
-        match meta.split(|b| *b == b' ').nth(1) == Some(b"tree") {
-            true if replacing.contains(path) => trees.push(path.to_vec()),
-            true => {}
-            false => {
-                files.extend_from_slice(path);
-                files.push(0);
-            }
-        }
-    }
-    if !trees.is_empty() {
-        let mut args: Vec<std::ffi::OsString> = [
-            "--literal-pathspecs",
-            "ls-tree",
-            "-r",
-            "-z",
-            "--full-tree",
-            "--name-only",
-            base_tree,
-            "--",
-        ]
-        .iter()
-        .map(Into::into)
-        .collect();
-        args.extend(pathspecs(&mut trees.iter()));
-        files.extend(git.run_bytes(&here, &args, None).await?);
     }
     Ok(files)
 }
 
-/// The new paths of `layer` (those `base`, NUL-separated, does not hold)
-/// that the ignore rules of the tree at `rules` match.
-async fn ignored_new(
+/// The blob paths of `layer` that the ignore rules of the tree at `rules`
+/// match: left out of the change unless the base has them (a tracked
+/// file is never ignored).
+async fn ignored(
     git: &Git,
     layer: &Layer,
-    base: &[u8],
     rules: &Path,
 ) -> Result<HashSet<Vec<u8>>, IsolationError> {
-    let known: HashSet<&[u8]> = base.split(|b| *b == 0).collect();
     let mut input = Vec::new();
-    for blob in layer
-        .blobs
-        .iter()
-        .filter(|b| !known.contains(b.path.as_slice()))
-    {
+    for blob in &layer.blobs {
         input.extend_from_slice(&blob.path);
         input.push(0);
     }
@@ -355,101 +247,24 @@ async fn ignored_new(
         .collect())
 }
 
-/// Where git reads each blob's bytes: a file itself, or for a link a file
-/// in `links` holding its target.
-fn sources(blobs: &[Blob], links: &Path) -> Result<Vec<PathBuf>, IsolationError> {
-    let mut made = false;
-    let mut sources = Vec::with_capacity(blobs.len());
-    for (n, blob) in blobs.iter().enumerate() {
-        match &blob.content {
-            Content::File(path) => sources.push(path.clone()),
-            Content::Link(target) => {
-                if !made {
-                    std::fs::create_dir(links).map_err(io(links))?;
-                    made = true;
-                }
-                let file = links.join(n.to_string());
-                std::fs::write(&file, target).map_err(io(&file))?;
-                sources.push(file);
-            }
-        }
-    }
-    Ok(sources)
-}
-
-/// The blob ids of `sources`, written into the repository, in one call.
-async fn hash(git: &Git, sources: &[PathBuf]) -> Result<Vec<String>, GitError> {
-    if sources.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut input = Vec::new();
-    for source in sources {
-        quote_line(source.as_os_str().as_bytes(), &mut input);
-    }
-    let args = ["hash-object", "-w", "--no-filters", "--stdin-paths"];
-    let out = git.run_bytes(&Place::default(), &args, Some(input)).await?;
-    let ids: Vec<String> = String::from_utf8_lossy(&out)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    match ids.len() == sources.len() {
-        true => Ok(ids),
-        false => Err(GitError::Failed {
-            args: args.join(" "),
-            status: "exit 0".to_string(),
-            stderr: format!("{} ids for {} files", ids.len(), sources.len()),
-        }),
-    }
-}
-
-/// `path` as one line of `--stdin-paths`, which git reads C-quoted when
-/// it starts with a quote: a name may hold a newline.
-fn quote_line(path: &[u8], out: &mut Vec<u8>) {
-    out.push(b'"');
-    for &byte in path {
-        match byte {
-            b'"' | b'\\' => out.extend([b'\\', byte]),
-            0..0x20 | 0x7f => out.extend(format!("\\{byte:03o}").as_bytes()),
-            _ => out.push(byte),
-        }
-    }
-    out.extend(b"\"\n");
-}
-
-/// `update-index -z --index-info` input: every base path the layer
-/// deletes or replaces with a directory, removed, then every blob added.
-/// Removals go first, so no addition meets a path it conflicts with.
-fn index_info(layer: &Layer, ids: &[String], base: &[u8], zero: &str) -> Vec<u8> {
-    let added: HashSet<&[u8]> = layer.blobs.iter().map(|b| b.path.as_slice()).collect();
-    let at: HashSet<&[u8]> = layer
-        .whiteouts
+/// The layer's merging directories with no blob in them but ignored
+/// ones: the only ones that may stand for nothing but the removal of a
+/// base file at their path (one with a blob in it replaces that file as
+/// the blob is written).
+fn bare_dirs(layer: &Layer, ignored: &HashSet<Vec<u8>>) -> Vec<Vec<u8>> {
+    let holding: HashSet<&[u8]> = layer
+        .blobs
         .iter()
-        .chain(&layer.dirs)
-        .map(Vec::as_slice)
+        .filter(|blob| !ignored.contains(&blob.path))
+        .flat_map(|blob| parents(&blob.path))
         .collect();
-    let under: HashSet<&[u8]> = layer
-        .whiteouts
+    layer
+        .dirs
         .iter()
-        .chain(&layer.opaque)
         .map(Vec::as_slice)
-        .chain(added.iter().copied())
-        .collect();
-    let mut info = Vec::new();
-    let mut line = |mode: &str, id: &str, path: &[u8]| {
-        info.extend(format!("{mode} {id}\t").as_bytes());
-        info.extend(path);
-        info.push(0);
-    };
-    for path in base.split(|b| *b == 0).filter(|p| !p.is_empty()) {
-        let gone = at.contains(path) || parents(path).any(|p| under.contains(p));
-        if gone && !added.contains(path) {
-            line("0", zero, path);
-        }
-    }
-    for (blob, id) in layer.blobs.iter().zip(ids) {
-        line(blob.mode, id, &blob.path);
-    }
-    info
+        .filter(|dir| !holding.contains(dir) && !layer.opaque.iter().any(|o| o == dir))
+        .map(<[u8]>::to_vec)
+        .collect()
 }
 
 /// The directories `path` is in, outermost first.
@@ -569,7 +384,7 @@ fn read_entry(
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
         let target = target.into_os_string().into_vec();
-        return Ok(Entry::Blob("120000", Content::Link(target)));
+        return Ok(Entry::Blob("120000", Content::Bytes(target)));
     }
     if kind.is_char_device() {
         return Ok(Entry::Whiteout);

@@ -1,4 +1,4 @@
-//! `tree_from_upper` against the oracle it replaces: every upper
+//! `commit_upper` against the oracle it replaces: every upper
 //! directory here stands for a full tree, built beside it by hand (or
 //! copied out of a real overlay mount), and the tree made from the upper
 //! layer must be the one `git add -A` makes of the full tree.
@@ -9,7 +9,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{Markers, Over, UpperTree, tree_from_upper};
+use super::{Markers, Over, UpperChange, commit_upper};
 use crate::run::isolation::git::Git;
 
 /// A repository with a committed base, and room for cases beside it.
@@ -18,6 +18,8 @@ struct Repo {
     git_dir: PathBuf,
     base: PathBuf,
     base_tree: String,
+    /// A commit of it, the changes' parent.
+    base_commit: String,
 }
 
 impl Repo {
@@ -61,9 +63,22 @@ impl Repo {
             git_dir,
             base,
             base_tree: String::new(),
+            base_commit: String::new(),
         };
         let base = repo.base.clone();
         repo.base_tree = repo.oracle(&base);
+        let commit = Command::new("git")
+            .args(["commit-tree", &repo.base_tree, "-m", "base"])
+            .env("GIT_DIR", &repo.git_dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@localhost")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@localhost")
+            .output()
+            .expect("git runs");
+        assert!(commit.status.success(), "{commit:?}");
+        repo.base_commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();
         repo
     }
 
@@ -115,17 +130,35 @@ impl Repo {
         git(&["write-tree"])
     }
 
-    async fn tree_of(&self, upper: &Path, markers: Markers, max: Option<u64>) -> UpperTree {
-        let index = self.dir.path().join("upper.index");
+    async fn tree_of(&self, upper: &Path, markers: Markers, max: Option<u64>) -> UpperChange {
         let over = Over {
-            tree: &self.base_tree,
+            commit: &self.base_commit,
             rules: &self.base,
-            index: None,
         };
-        let made = tree_from_upper(&self.git(), over, upper, markers, &index, max)
+        let made = commit_upper(&self.git(), over, upper, markers, "a change", max)
             .await
-            .expect("a tree from the upper directory");
-        assert!(!index.exists(), "the scratch index is left behind");
+            .expect("a commit from the upper directory");
+        if let Some(made) = &made.made {
+            let parent = Command::new("git")
+                .args(["rev-parse", &format!("{}^", made.commit)])
+                .env("GIT_DIR", &self.git_dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git runs");
+            let parent = String::from_utf8_lossy(&parent.stdout).trim().to_string();
+            assert_eq!(parent, self.base_commit, "the change is not on its base");
+            let refs = Command::new("git")
+                .args(["for-each-ref"])
+                .env("GIT_DIR", &self.git_dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git runs");
+            assert_eq!(
+                String::from_utf8_lossy(&refs.stdout),
+                "",
+                "a reference was written"
+            );
+        }
         made
     }
 
@@ -134,7 +167,7 @@ impl Repo {
         let made = self.tree_of(upper, markers, None).await;
         assert_eq!(made.refused, Vec::<String>::new());
         let expected = self.oracle(full);
-        let tree = made.tree.expect("a tree");
+        let tree = made.made.expect("a commit").tree;
         if tree != expected {
             let listed = |tree: &str| {
                 let out = Command::new("git")
@@ -213,6 +246,8 @@ async fn new_and_changed_files_modes_and_links_merge_with_the_base() {
             write(&tree.join("bin/run.sh"), "#!/bin/sh\n");
             chmod(&tree.join("bin/run.sh"), 0o644);
             write(&tree.join("new/dir/file"), "nested\n");
+            // Past what troupe reads itself: git hashes it from the layer.
+            write(&tree.join("src/large.txt"), &"a line\n".repeat(20_000));
             let _ = std::fs::remove_file(tree.join("link"));
             symlink("README", tree.join("link")).expect("a link");
             mkdir(&tree.join("docs"));
@@ -312,7 +347,8 @@ async fn the_top_level_git_is_never_part_of_a_change() {
     std::fs::remove_file(upper.join(".git")).expect("rm");
     write(&upper.join(".git/HEAD"), "ref: refs/heads/main\n");
     let made = repo.tree_of(&upper, Markers::User, None).await;
-    assert_eq!(made.tree.as_deref(), Some(repo.base_tree.as_str()));
+    let tree = made.made.map(|m| m.tree);
+    assert_eq!(tree.as_deref(), Some(repo.base_tree.as_str()));
 }
 
 #[tokio::test]
@@ -354,7 +390,7 @@ async fn what_troupe_cannot_account_for_is_refused_and_no_tree_is_made() {
     xattr::set(upper.join("docs"), "user.overlay.opaque", b"x").expect("an xattr");
     write(&upper.join("nested/.git/HEAD"), "ref: refs/heads/main\n");
     let made = repo.tree_of(&upper, Markers::User, Some(10)).await;
-    assert_eq!(made.tree, None);
+    assert_eq!(made.made, None);
     let expected = [
         "big is 20 bytes, more than --max-file-size 10: troupe takes only files, directories and links of a sane size into a change",
         "docs carries the overlay marker user.overlay.opaque, which troupe's mounts never make: troupe takes only what came through its mount into a change",
