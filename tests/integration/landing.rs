@@ -240,3 +240,69 @@ fn a_run_that_fails_is_not_applied() {
         team.run.stderr
     );
 }
+
+// Approvals that arrive while the branch is busy land together, one move
+// of the branch for all of them (how many wait for it is the machine's
+// timing): each step still gets a commit of its own on the branch and an
+// intent the branch holds, and the branch's moves name every step once.
+#[test]
+fn parallel_approvals_each_land_once_with_an_intent_the_branch_holds() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ids: Vec<String> = (0..8).map(|n| format!("p{n}")).collect();
+    let mut rules = vec![planner(json!(
+        ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()
+    ))];
+    rules.extend(ids.iter().map(|id| worker_rule(id, worker_writes(id, 0))));
+    rules.push(approving_reviewer());
+    let extra = [
+        "--max-replans",
+        "0",
+        "--no-apply",
+        "--isolation",
+        "worktree",
+    ];
+    let team = team_run(&sandbox, rules, &extra);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let ws = sandbox.ws();
+    let branch = branch(&team);
+    let snapshot = team.record()["isolation"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let run = crate::faults::first_run(&sandbox).expect("the run directory");
+    for id in &ids {
+        assert_eq!(
+            on_branch(&team, &format!("{id}.txt")).as_deref(),
+            Some(id.as_str())
+        );
+        let intent: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(run.join(format!("{id}/landing-1.json")))
+                .unwrap_or_else(|e| panic!("{id}'s landing intent: {e}")),
+        )
+        .unwrap();
+        let to = intent["to"].as_str().unwrap();
+        let held = std::process::Command::new("git")
+            .args(["merge-base", "--is-ancestor", to, &branch])
+            .current_dir(&ws)
+            .status()
+            .unwrap();
+        assert!(held.success(), "{id}'s landing {to} is not on the branch");
+    }
+    let range = format!("{snapshot}..{branch}");
+    let count = git(&ws, &["rev-list", "--first-parent", "--count", &range]);
+    assert_eq!(count.trim(), "8", "one commit on the branch per step");
+    let moves = git(&ws, &["reflog", "show", "--format=%gs", &branch]);
+    let landings: Vec<&str> = moves
+        .lines()
+        .filter(|l| l.contains("troupe: land"))
+        .collect();
+    for id in &ids {
+        let named = landings
+            .iter()
+            .filter(|l| l.contains(&format!(" {id}, attempt 1")))
+            .count();
+        assert_eq!(named, 1, "{id} in the branch's moves:\n{moves}");
+    }
+    assert!(landings.len() <= ids.len(), "{moves}");
+}

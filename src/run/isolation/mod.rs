@@ -35,6 +35,7 @@ mod carry;
 mod checkouts;
 mod conflict;
 pub mod git;
+mod landing;
 mod layered;
 mod shared;
 mod stat;
@@ -78,6 +79,9 @@ pub enum IsolationError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A landing made together with this one failed, and so did this.
+    #[error("cannot move the run's branch: {0}")]
+    Landing(String),
     /// The thread doing troupe's file work on the trees did not finish.
     #[error("troupe's work on the checkouts ended early: {0}")]
     Blocking(String),
@@ -177,6 +181,8 @@ pub struct Worktrees {
     /// by anyone else makes the next landing fail, since `update-ref` is
     /// given the head it expects).
     head: tokio::sync::Mutex<Head>,
+    /// Approved changes waiting for the branch (see `landing`).
+    waiting: std::sync::Mutex<Vec<landing::Waiting>>,
 }
 
 #[derive(Debug, Clone)]
@@ -299,6 +305,7 @@ impl Worktrees {
             bases,
             rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
             head: tokio::sync::Mutex::new(head),
+            waiting: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -507,152 +514,6 @@ impl Worktrees {
         self.run_dir
             .join(step)
             .join(format!("change-{attempt}.diff"))
-    }
-
-    /// Merges an approved change into the integration branch.
-    pub async fn land(
-        &self,
-        change: &ChangeRecord,
-        step: &str,
-        attempt: u32,
-        approved: bool,
-    ) -> Result<Landing, IsolationError> {
-        if !change.refused.is_empty() {
-            return Ok(Landing::Refused(change.refused.clone()));
-        }
-        let mut current = self.head.lock().await;
-        let head = current.commit.clone();
-        let Some(commit) = change.commit.as_deref() else {
-            return Ok(Landing::Landed(head));
-        };
-        let here = Place::default();
-        let reference = self.record.reference();
-        let message = format!("troupe: land {step}, attempt {attempt}");
-        if head == change.base {
-            self.intend(step, (attempt, approved), &head, commit)
-                .await?;
-            let args = ["update-ref", "-m", &message, &reference, commit, &head];
-            self.git.run(&here, args).await?;
-            *current = Head {
-                commit: commit.to_string(),
-                tree: change.tree.clone(),
-            };
-            return Ok(Landing::Landed(commit.to_string()));
-        }
-        let args = ["merge-tree", "--write-tree", "--name-only", &head, commit];
-        let out = self.git.output(&here, &args).await?;
-        let Some(tree) = out.stdout.lines().next().filter(|_| out.code == Some(0)) else {
-            return match out.code {
-                Some(1) => Ok(Landing::Conflicted(
-                    Conflict::read(&self.git, &out.stdout).await,
-                )),
-                _ => Err(GitError::Failed {
-                    args: args.join(" "),
-                    status: format!("{:?}", out.code),
-                    stderr: out.stderr,
-                }
-                .into()),
-            };
-        };
-        let merge = self
-            .git
-            .run(
-                &here,
-                [
-                    "commit-tree",
-                    tree,
-                    "-p",
-                    &head,
-                    "-p",
-                    commit,
-                    "-m",
-                    &message,
-                ],
-            )
-            .await?;
-        let merge = merge.trim().to_string();
-        self.intend(step, (attempt, approved), &head, &merge)
-            .await?;
-        let args = ["update-ref", "-m", &message, &reference, &merge, &head];
-        self.git.run(&here, args).await?;
-        *current = Head {
-            commit: merge.clone(),
-            tree: tree.to_string(),
-        };
-        Ok(Landing::Landed(merge))
-    }
-
-    /// Writes down, durably, that the branch is about to move from `from`
-    /// to `to` for `attempt` of `step`: a run killed right after the move
-    /// finds it on resume (`landed`) and records the landing instead of
-    /// running the step again on top of its own change.
-    async fn intend(
-        &self,
-        step: &str,
-        (attempt, approved): (u32, bool),
-        from: &str,
-        to: &str,
-    ) -> Result<(), IsolationError> {
-        self.flush_objects().await?;
-        let intent = LandingIntent {
-            attempt,
-            approved,
-            from: from.to_string(),
-            to: to.to_string(),
-        };
-        let path = self.intent_path(step, attempt);
-        off_runtime(move || {
-            crate::fsutil::write_json_atomic(&path, &intent, Durability::Commit).map_err(io(&path))
-        })
-        .await
-    }
-
-    /// Flushes the file system that holds the repository's objects: the
-    /// change and its merge, written unflushed by git, are on the disk
-    /// before the branch names them.
-    async fn flush_objects(&self) -> Result<(), IsolationError> {
-        let objects = self.common.join("objects");
-        off_runtime(move || {
-            let dir = crate::fsutil::nofollow::open_dir(&objects).map_err(io(&objects))?;
-            let readable = nix::fcntl::openat(
-                &dir,
-                ".",
-                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(|e| io(&objects)(e.into()))?;
-            nix::unistd::syncfs(&readable).map_err(|e| io(&objects)(e.into()))
-        })
-        .await
-    }
-
-    fn intent_path(&self, step: &str, attempt: u32) -> PathBuf {
-        self.run_dir
-            .join(step)
-            .join(format!("landing-{attempt}.json"))
-    }
-
-    /// The landing of `step` that reached the branch, if one did: the
-    /// latest intent whose commit the branch holds. troupe wrote the intent
-    /// and names the commit; git says whether the branch has it.
-    pub async fn landed(&self, step: &str, attempts: u32) -> Option<LandingIntent> {
-        for attempt in (1..=attempts).rev() {
-            let path = self.intent_path(step, attempt);
-            let Ok(intent) = crate::fsutil::read_json::<LandingIntent>(&path, "a landing intent")
-            else {
-                continue;
-            };
-            let reference = self.record.reference();
-            let args = [
-                "merge-base",
-                "--is-ancestor",
-                intent.to.as_str(),
-                &reference,
-            ];
-            let out = self.git.output(&Place::default(), &args).await.ok()?;
-            return (out.code == Some(0)).then_some(intent);
-        }
-        None
     }
 
     /// Removes a checkout and its git directory: a rejected attempt's, so
