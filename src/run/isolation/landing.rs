@@ -16,7 +16,10 @@ use crate::record::ChangeRecord;
 
 /// An approved change waiting for the branch.
 pub(super) struct Waiting {
-    change: ChangeRecord,
+    /// The change's commit, its tree, and the head it was made on.
+    commit: String,
+    tree: String,
+    base: String,
     step: String,
     attempt: u32,
     approved: bool,
@@ -43,12 +46,17 @@ impl Worktrees {
         if !change.refused.is_empty() {
             return Ok(Landing::Refused(change.refused.clone()));
         }
+        let Some(commit) = change.commit.clone() else {
+            return Ok(Landing::Landed(self.head.lock().await.commit.clone()));
+        };
         let (answer, answered) = tokio::sync::oneshot::channel();
         self.waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(Waiting {
-                change: change.clone(),
+                commit,
+                tree: change.tree.clone(),
+                base: change.base.clone(),
                 step: step.to_string(),
                 attempt,
                 approved,
@@ -74,18 +82,12 @@ impl Worktrees {
         let from = head.clone();
         let mut made: Vec<Made> = Vec::new();
         for waiting in batch {
-            let Some(commit) = waiting.change.commit.clone() else {
-                let _ = waiting
-                    .answer
-                    .send(Ok(Landing::Landed(head.commit.clone())));
-                continue;
-            };
-            let merged = match head.commit == waiting.change.base {
+            let merged = match head.commit == waiting.base {
                 true => Ok(Ok(Head {
-                    commit,
-                    tree: waiting.change.tree.clone(),
+                    commit: waiting.commit.clone(),
+                    tree: waiting.tree.clone(),
                 })),
-                false => self.merge(head, &commit, &waiting).await,
+                false => self.merge(head, &waiting).await,
             };
             match merged {
                 Ok(Ok(next)) => {
@@ -127,13 +129,14 @@ impl Worktrees {
         }
     }
 
-    /// The merge of `commit` into `head`, committed; or its conflict.
+    /// The merge of the waiting change into `head`, committed; or its
+    /// conflict.
     async fn merge(
         &self,
         head: &Head,
-        commit: &str,
         waiting: &Waiting,
     ) -> Result<Result<Head, Conflict>, IsolationError> {
+        let commit = waiting.commit.as_str();
         let here = Place::default();
         let args = [
             "merge-tree",

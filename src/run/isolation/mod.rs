@@ -613,9 +613,8 @@ impl Worktrees {
             commit: &checkout.base,
             rules: &layers.base,
         };
-        let git = &self.git;
         upper::commit_upper(
-            git,
+            &self.git,
             over,
             &layers.upper,
             layers.markers,

@@ -34,8 +34,9 @@ pub struct Made {
 
 /// `blobs`, with each small file's bytes read: from a descriptor opened
 /// without following a link and checked to be a regular file, so a file
-/// swapped for a FIFO is never read. A file that cannot be read so is
-/// left for git to hash, and to fail on.
+/// swapped for a FIFO is never read by troupe. One that cannot be read
+/// so is left for git to hash, as every file was before: the layer is
+/// still once its worker's processes are gone.
 pub(super) fn read_small(blobs: Vec<Blob>) -> Vec<Blob> {
     blobs
         .into_iter()
