@@ -293,6 +293,42 @@ fn the_same_lines_conflict_and_the_retry_lands_on_the_new_head() {
     assert_eq!(on_branch(&team, "f.txt").unwrap(), both);
 }
 
+// A change that only adds, landing beside one that moved its directory:
+// git finds the rename and says where the new file should go, so troupe
+// merges it with git rather than laying its file where it was made.
+#[test]
+fn a_file_added_in_a_directory_moved_meanwhile_is_a_conflict_git_names() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ws = sandbox.ws();
+    std::fs::create_dir(ws.join("d")).unwrap();
+    std::fs::write(ws.join("d/x.txt"), NINE).unwrap();
+    std::fs::write(ws.join("d/y.txt"), "y\n").unwrap();
+    git(&ws, &["add", "d"]);
+    git(&ws, &["commit", "-q", "-m", "d"]);
+    let rules = vec![
+        planner(json!([step("mv", &[]), step("add", &[])])),
+        worker_rule("mv", runs("mkdir e && mv d/x.txt d/y.txt e/", 0)),
+        json!({"role": "worker", "step": "add", "attempt": 1, "reply": writes("d/new.txt", "new\n", 800)}),
+        json!({"role": "worker", "step": "add", "attempt": 2, "reply": writes("e/new.txt", "new\n", 0)}),
+        approving_reviewer(),
+    ];
+    let team = isolated(&sandbox, rules, &["--no-apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    assert!(
+        team.at("change_landed", "mv") < team.at("review_approved", "add"),
+        "mv landed first"
+    );
+    let first = attempt(&team, "add", 0);
+    let conflicts = first["change"]["conflicts"].to_string();
+    assert!(conflicts.contains("new.txt"), "{first}");
+    assert!(first["change"]["merge"].is_null(), "{first}");
+    assert_eq!(team.events_of("change_conflicted")[0]["step"], "add");
+    assert_eq!(on_branch(&team, "e/new.txt").as_deref(), Some("new\n"));
+    assert_eq!(on_branch(&team, "d/new.txt"), None);
+    assert_eq!(on_branch(&team, "e/x.txt").as_deref(), Some(NINE));
+}
+
 #[test]
 fn a_dependent_step_sees_its_dependency_and_not_a_running_sibling() {
     let sandbox = Sandbox::new();

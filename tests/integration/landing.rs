@@ -245,6 +245,8 @@ fn a_run_that_fails_is_not_applied() {
 // of the branch for all of them (how many wait for it is the machine's
 // timing): each step still gets a commit of its own on the branch and an
 // intent the branch holds, and the branch's moves name every step once.
+// Changes that touch nothing else landed are laid on the head as they
+// are, written together by one fast-import, with no merge-tree.
 #[test]
 fn parallel_approvals_each_land_once_with_an_intent_the_branch_holds() {
     let sandbox = Sandbox::new();
@@ -262,8 +264,18 @@ fn parallel_approvals_each_land_once_with_an_intent_the_branch_holds() {
         "--isolation",
         "worktree",
     ];
-    let team = team_run(&sandbox, rules, &extra);
+    // Written where git may write: troupe confines each git it runs.
+    let merges = sandbox.ws().join(".git/merge-tree.log");
+    let counted =
+        "case \"$*\" in *merge-tree*) echo merge-tree >> \"$GIT_DIR/merge-tree.log\";; esac\n";
+    let mut command = team_command(&sandbox, rules, &extra);
+    command.env("PATH", path_before(&git_wrapped(&sandbox, counted, "")));
+    let team = finish_team_run(&sandbox, command);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    assert!(
+        !merges.exists(),
+        "changes of new files beside each other land without merge-tree"
+    );
     let ws = sandbox.ws();
     let branch = branch(&team);
     let snapshot = team.record()["isolation"]["snapshot"]
@@ -305,4 +317,43 @@ fn parallel_approvals_each_land_once_with_an_intent_the_branch_holds() {
         assert_eq!(named, 1, "{id} in the branch's moves:\n{moves}");
     }
     assert!(landings.len() <= ids.len(), "{moves}");
+    // Each commit on the branch is the one before it with its step's file
+    // added: a merge of the step's change, or the change itself.
+    let mut landed_files = Vec::new();
+    let mut heads = vec![snapshot.clone()];
+    let along = git(&ws, &["rev-list", "--first-parent", "--reverse", &range]);
+    for commit in along.lines() {
+        let parents = git(&ws, &["rev-list", "--parents", "-n", "1", commit]);
+        let parents: Vec<&str> = parents.split_whitespace().skip(1).collect();
+        let changed = git(
+            &ws,
+            &["diff-tree", "-r", "--name-status", parents[0], commit],
+        );
+        let file = changed
+            .trim()
+            .strip_prefix("A\t")
+            .unwrap_or_else(|| panic!("{commit} adds one file to the commit before it: {changed}"));
+        landed_files.push(file.to_string());
+        if let [_, change] = parents[..] {
+            let id = file.trim_end_matches(".txt");
+            let message = git(&ws, &["log", "-1", "--format=%s", commit]);
+            assert_eq!(message.trim(), format!("troupe: land {id}, attempt 1"));
+            let made_on = git(&ws, &["rev-parse", &format!("{change}^")]);
+            assert!(
+                heads.iter().any(|h| h == made_on.trim()),
+                "{id}'s change is on a head the branch had"
+            );
+            let own = git(
+                &ws,
+                &["diff-tree", "-r", "--name-only", "--no-commit-id", change],
+            );
+            assert_eq!(own.trim(), file, "{id}'s change is its file");
+        }
+        heads.push(commit.to_string());
+    }
+    landed_files.sort();
+    let mut expected: Vec<String> = ids.iter().map(|id| format!("{id}.txt")).collect();
+    expected.sort();
+    assert_eq!(landed_files, expected);
+    git(&ws, &["fsck", "--no-dangling", "--no-progress"]);
 }

@@ -9,8 +9,10 @@
 //! exactly the landings the branch holds.
 
 use super::git::{GitError, Place};
+use super::stat::Raw;
 use super::{
-    Conflict, Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, io, off_runtime,
+    Conflict, Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, chain, io,
+    off_runtime,
 };
 use crate::record::ChangeRecord;
 
@@ -23,6 +25,9 @@ pub(super) struct Waiting {
     step: String,
     attempt: u32,
     approved: bool,
+    /// The change's `--raw` records, as troupe read them when it made the
+    /// change; `None` for one made before a resume.
+    records: Option<Vec<Raw>>,
     answer: tokio::sync::oneshot::Sender<Result<Landing, IsolationError>>,
 }
 
@@ -31,6 +36,19 @@ pub(super) struct Waiting {
 struct Made {
     waiting: Waiting,
     intent: LandingIntent,
+}
+
+impl Made {
+    /// `waiting`, landed as `to` on `head`.
+    fn of(waiting: Waiting, head: &Head, to: &str) -> Made {
+        let intent = LandingIntent {
+            attempt: waiting.attempt,
+            approved: waiting.approved,
+            from: head.commit.clone(),
+            to: to.to_string(),
+        };
+        Made { waiting, intent }
+    }
 }
 
 impl Worktrees {
@@ -50,6 +68,7 @@ impl Worktrees {
             return Ok(Landing::Landed(self.head.lock().await.commit.clone()));
         };
         let (answer, answered) = tokio::sync::oneshot::channel();
+        let records = self.take_records(&commit);
         self.waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -60,6 +79,7 @@ impl Worktrees {
                 step: step.to_string(),
                 attempt,
                 approved,
+                records,
                 answer,
             });
         {
@@ -77,28 +97,36 @@ impl Worktrees {
         })
     }
 
-    /// Lands `batch` in order on `head`, and answers each.
+    /// Lands `batch` in order on `head`, and answers each. A change that
+    /// nothing landed beside since its base waits in a chain for the next
+    /// one that must be merged, or for the batch's end, and the chain is
+    /// written at once (`chain`).
     async fn land_together(&self, head: &mut Head, batch: Vec<Waiting>) {
         let from = head.clone();
         let mut made: Vec<Made> = Vec::new();
+        let mut chained: Vec<Waiting> = Vec::new();
         for waiting in batch {
-            let merged = match head.commit == waiting.base {
-                true => Ok(Ok(Head {
-                    commit: waiting.commit.clone(),
-                    tree: waiting.tree.clone(),
-                })),
-                false => self.merge(head, &waiting).await,
-            };
-            match merged {
-                Ok(Ok(next)) => {
-                    let intent = LandingIntent {
-                        attempt: waiting.attempt,
-                        approved: waiting.approved,
-                        from: head.commit.clone(),
-                        to: next.commit.clone(),
-                    };
-                    *head = next;
-                    made.push(Made { waiting, intent });
+            let records = waiting.records.as_deref();
+            if chained.is_empty() && head.commit == waiting.base {
+                head.lineage.push(&waiting.commit, records);
+                let (commit, tree) = (waiting.commit.clone(), waiting.tree.clone());
+                made.push(Made::of(waiting, head, &commit));
+                (head.commit, head.tree) = (commit, tree);
+                continue;
+            }
+            if records.is_some_and(|r| head.lineage.misses(&waiting.base, r)) {
+                // Named once the chain is written.
+                head.lineage.push("", records);
+                chained.push(waiting);
+                continue;
+            }
+            self.land_chain(head, std::mem::take(&mut chained), &mut made)
+                .await;
+            match self.merge(head, &waiting).await {
+                Ok(Ok((commit, tree))) => {
+                    head.lineage.push(&commit, None);
+                    made.push(Made::of(waiting, head, &commit));
+                    (head.commit, head.tree) = (commit, tree);
                 }
                 Ok(Err(conflict)) => {
                     let _ = waiting.answer.send(Ok(Landing::Conflicted(conflict)));
@@ -108,6 +136,7 @@ impl Worktrees {
                 }
             }
         }
+        self.land_chain(head, chained, &mut made).await;
         if made.is_empty() {
             return;
         }
@@ -129,13 +158,50 @@ impl Worktrees {
         }
     }
 
+    /// Writes the merges of `chained` (already in `head`'s lineage, last)
+    /// on `head`, in one stream; a stream that fails fails each of them.
+    async fn land_chain(&self, head: &mut Head, chained: Vec<Waiting>, made: &mut Vec<Made>) {
+        if chained.is_empty() {
+            return;
+        }
+        let links: Vec<chain::Link> = chained
+            .iter()
+            .map(|waiting| chain::Link {
+                commit: &waiting.commit,
+                records: waiting.records.as_deref().unwrap_or_default(),
+                message: landing_message(&[waiting]),
+            })
+            .collect();
+        let written = chain::land(&self.git, &head.commit, &links).await;
+        let kept = head.lineage.len() - chained.len();
+        match written {
+            Ok(merges) => {
+                head.lineage.truncate(kept);
+                for (waiting, (commit, tree)) in chained.into_iter().zip(merges) {
+                    head.lineage.push(&commit, waiting.records.as_deref());
+                    made.push(Made::of(waiting, head, &commit));
+                    (head.commit, head.tree) = (commit, tree);
+                }
+            }
+            Err(e) => {
+                head.lineage.truncate(kept);
+                let said = IsolationError::from(e).to_string();
+                for waiting in chained {
+                    let _ = waiting
+                        .answer
+                        .send(Err(IsolationError::Landing(said.clone())));
+                }
+            }
+        }
+    }
+
     /// The merge of the waiting change into `head`, committed; or its
     /// conflict.
     async fn merge(
         &self,
         head: &Head,
         waiting: &Waiting,
-    ) -> Result<Result<Head, Conflict>, IsolationError> {
+    ) -> Result<Result<(String, String), Conflict>, IsolationError> {
         let commit = waiting.commit.as_str();
         let here = Place::default();
         let args = [
@@ -163,26 +229,32 @@ impl Worktrees {
         args.extend(parents);
         args.extend(["-m", &message]);
         let merge = self.git.run(&here, args).await?;
-        Ok(Ok(Head {
-            commit: merge.trim().to_string(),
-            tree: tree.to_string(),
-        }))
+        Ok(Ok((merge.trim().to_string(), tree.to_string())))
     }
 
-    /// Moves the branch from `from` to `to` for the landings `made`: their
-    /// objects flushed, each one's intent written down durably, then the
-    /// branch moved by one `update-ref` that names the head it expects.
+    /// Moves the branch from `from` to `to` for the landings `made`: each
+    /// one's intent written, then the intents and the objects (written
+    /// unflushed by git) flushed together, then the branch moved by one
+    /// `update-ref` that names the head it expects.
     async fn move_branch(&self, from: &str, to: &str, made: &[Made]) -> Result<(), IsolationError> {
-        self.flush_objects().await?;
-        for Made { waiting, intent } in made {
-            let path = self.intent_path(&waiting.step, waiting.attempt);
-            let intent = intent.clone();
-            off_runtime(move || {
-                crate::fsutil::write_json_atomic(&path, &intent, Durability::Commit)
-                    .map_err(io(&path))
+        let intents: Vec<(std::path::PathBuf, LandingIntent)> = made
+            .iter()
+            .map(|Made { waiting, intent }| {
+                (
+                    self.intent_path(&waiting.step, waiting.attempt),
+                    intent.clone(),
+                )
             })
-            .await?;
-        }
+            .collect();
+        let flushed = [self.common.join("objects"), self.run_dir.clone()];
+        off_runtime(move || {
+            for (path, intent) in &intents {
+                crate::fsutil::write_json_atomic(path, intent, Durability::Atomic)
+                    .map_err(io(path))?;
+            }
+            flush_file_systems(&flushed)
+        })
+        .await?;
         let waiting: Vec<&Waiting> = made.iter().map(|m| &m.waiting).collect();
         let message = landing_message(&waiting);
         let reference = self.record.reference();
@@ -191,23 +263,13 @@ impl Worktrees {
         Ok(())
     }
 
-    /// Flushes the file system that holds the repository's objects: the
-    /// changes and their merges, written unflushed by git, are on the disk
-    /// before the branch names them.
-    async fn flush_objects(&self) -> Result<(), IsolationError> {
-        let objects = self.common.join("objects");
-        off_runtime(move || {
-            let dir = crate::fsutil::nofollow::open_dir(&objects).map_err(io(&objects))?;
-            let readable = nix::fcntl::openat(
-                &dir,
-                ".",
-                nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
-                nix::sys::stat::Mode::empty(),
-            )
-            .map_err(|e| io(&objects)(e.into()))?;
-            nix::unistd::syncfs(&readable).map_err(|e| io(&objects)(e.into()))
-        })
-        .await
+    /// The records `change` kept for `commit`, which only its landing
+    /// reads.
+    pub(super) fn take_records(&self, commit: &str) -> Option<Vec<Raw>> {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(commit)
     }
 
     fn intent_path(&self, step: &str, attempt: u32) -> std::path::PathBuf {
@@ -247,4 +309,32 @@ fn landing_message(landed: &[&Waiting]) -> String {
         .map(|w| format!("{}, attempt {}", w.step, w.attempt))
         .collect();
     format!("troupe: land {}", each.join("; "))
+}
+
+/// Flushes the file systems that hold `dirs`, each once: what troupe and
+/// git wrote there unflushed (files and the names that point to them) is
+/// on the disk when this returns. One `syncfs` costs what is unwritten,
+/// not how many files: a batch of landings flushes its objects and its
+/// intents at once.
+fn flush_file_systems(dirs: &[std::path::PathBuf]) -> Result<(), IsolationError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut flushed = Vec::new();
+    for dir in dirs {
+        let opened = crate::fsutil::nofollow::open_dir(dir).map_err(io(dir))?;
+        let readable = nix::fcntl::openat(
+            &opened,
+            ".",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| io(dir)(e.into()))?;
+        let device = std::fs::File::from(readable);
+        let id = device.metadata().map_err(io(dir))?.dev();
+        if flushed.contains(&id) {
+            continue;
+        }
+        nix::unistd::syncfs(&device).map_err(|e| io(dir)(e.into()))?;
+        flushed.push(id);
+    }
+    Ok(())
 }

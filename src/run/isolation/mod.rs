@@ -32,11 +32,13 @@
 mod admit;
 pub mod apply;
 mod carry;
+mod chain;
 mod checkouts;
 mod conflict;
 pub mod git;
 mod landing;
 mod layered;
+mod lineage;
 mod shared;
 mod stat;
 mod upper;
@@ -183,12 +185,17 @@ pub struct Worktrees {
     head: tokio::sync::Mutex<Head>,
     /// Approved changes waiting for the branch (see `landing`).
     waiting: std::sync::Mutex<Vec<landing::Waiting>>,
+    /// Each change's `--raw` records by its commit, from its making to
+    /// its landing, which lays it on the head as it is where it can.
+    records: std::sync::Mutex<std::collections::HashMap<String, Vec<stat::Raw>>>,
 }
 
 #[derive(Debug, Clone)]
 struct Head {
     commit: String,
     tree: String,
+    /// What landed since the run opened.
+    lineage: lineage::Lineage,
 }
 
 impl Worktrees {
@@ -271,8 +278,10 @@ impl Worktrees {
             .run(&Place::default(), ["rev-parse", &reference, &tree])
             .await?;
         let mut ids = ids.lines().map(str::to_string);
+        let commit = ids.next().unwrap_or_default();
         let head = Head {
-            commit: ids.next().unwrap_or_default(),
+            lineage: lineage::Lineage::at(&commit),
+            commit,
             tree: ids.next().unwrap_or_default(),
         };
         let mut readable = vec![git.git_dir.clone()];
@@ -306,6 +315,7 @@ impl Worktrees {
             rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
             head: tokio::sync::Mutex::new(head),
             waiting: std::sync::Mutex::new(Vec::new()),
+            records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -321,7 +331,10 @@ impl Worktrees {
         let step_dir = self.run_dir.join(step);
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
-        let Head { commit: base, tree } = self.head.lock().await.clone();
+        let (base, tree) = {
+            let head = self.head.lock().await;
+            (head.commit.clone(), head.tree.clone())
+        };
         let made = (
             dir.clone(),
             git_dir.clone(),
@@ -473,6 +486,7 @@ impl Worktrees {
             "--no-textconv",
             "--no-renames",
             "--raw",
+            "--no-abbrev",
             "--numstat",
             "-z",
         ];
@@ -482,6 +496,12 @@ impl Worktrees {
             .await?;
         let (raw, counted) = stat::parse_diff(&listed);
         change.refused = admit::refusals(&self.git, &raw).await?;
+        if change.refused.is_empty() {
+            self.records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(commit.clone(), raw);
+        }
         change.stat = stat::render(&counted);
         change.files = counted
             .into_iter()
@@ -541,6 +561,7 @@ impl Worktrees {
     /// `step`'s attempt was rejected with its change committed as
     /// `commit`: the step's next attempt starts with it.
     pub fn set_aside(&self, step: &str, commit: &str) {
+        self.take_records(commit);
         self.rejected
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -28,7 +28,7 @@ use super::admit::named;
 use super::git::{Git, GitError, Place};
 use super::{IsolationError, io, off_runtime};
 
-mod import;
+pub(super) mod import;
 
 pub use self::import::Made;
 

@@ -161,7 +161,7 @@ pub(super) fn stream<'a>(
 }
 
 /// A `data` command holding `bytes`, counted.
-fn data(bytes: &[u8], out: &mut Vec<u8>) {
+pub(in crate::run::isolation) fn data(bytes: &[u8], out: &mut Vec<u8>) {
     out.extend(format!("data {}\n", bytes.len()).as_bytes());
     out.extend(bytes);
     out.push(b'\n');
@@ -169,7 +169,7 @@ fn data(bytes: &[u8], out: &mut Vec<u8>) {
 
 /// `path` C-quoted, as fast-import and `--stdin-paths` read a path that
 /// starts with a quote: a name may hold a newline or a quote.
-fn quote(path: &[u8], out: &mut Vec<u8>) {
+pub(in crate::run::isolation) fn quote(path: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
     for &byte in path {
         match byte {
