@@ -197,6 +197,28 @@ fn an_attempt_works_on_its_own_layer(as_nobody: bool) {
         "f\n"
     );
     assert!(names(&run.join("s1/checkout-1")).is_empty());
+    // The checkout's index is the snapshot's, with the stat data of the
+    // workspace's files as git read them: a `git status` in the checkout
+    // compares them instead of hashing every file.
+    let index = run.join("s1/checkout-1.git/index");
+    let listed = Command::new("git")
+        .env("GIT_INDEX_FILE", &index)
+        .args(["-c", "safe.directory=*", "ls-files", "--debug", "f.txt"])
+        .current_dir(sandbox.ws())
+        .output()
+        .unwrap();
+    let listed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&listed.stdout),
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let ino = std::os::unix::fs::MetadataExt::ino(
+        &std::fs::metadata(sandbox.ws().join("f.txt")).unwrap(),
+    );
+    assert!(
+        listed.contains(&format!("ino: {ino}\n")),
+        "the checkout's index has no stat data of f.txt: {listed}"
+    );
     assert!(
         !upper.join("f.txt").exists(),
         "a file only read is not copied"

@@ -362,8 +362,14 @@ fn failed(args: &[std::ffi::OsString], out: &Output) -> GitError {
     }
 }
 
-/// The installed git's version, `(major, minor)`.
+/// The installed git's version, `(major, minor)`: asked once per process
+/// (a run asks before it snapshots and again when it opens its trees).
 pub async fn version() -> Result<(u32, u32), GitError> {
+    static FOUND: tokio::sync::OnceCell<(u32, u32)> = tokio::sync::OnceCell::const_new();
+    FOUND.get_or_try_init(ask_version).await.copied()
+}
+
+async fn ask_version() -> Result<(u32, u32), GitError> {
     let out = command()
         .arg("--version")
         .output()

@@ -154,6 +154,9 @@ pub struct Bases {
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
     dir: PathBuf,
+    /// The snapshot's index (`super::snapshot_index`), until the
+    /// workspace's base takes it.
+    snapshot_index: PathBuf,
     /// Each base by its commit: taken and given back under this one lock,
     /// so that a base is never removed while an attempt is taking it.
     made: Mutex<HashMap<String, Base>>,
@@ -181,6 +184,7 @@ impl Bases {
                 false => Markers::User,
             },
             dir: run_dir.join("bases"),
+            snapshot_index: super::snapshot_index(run_dir),
             made: Mutex::new(HashMap::new()),
             gone: std::sync::atomic::AtomicU64::new(0),
         }
@@ -234,12 +238,16 @@ impl Bases {
                 crate::fsutil::nofollow::create_dir_all(&parent).map_err(io(&parent))
             })
             .await?;
-            let _ = std::fs::remove_file(&index);
-            let place = Place {
-                work_tree: None,
-                index: Some(&index),
-            };
-            git.run(&place, ["read-tree", commit]).await?;
+            // The snapshot's own index, with the stat data of the files it
+            // read; read from the tree where it is gone.
+            if std::fs::rename(&self.snapshot_index, &index).is_err() {
+                let _ = std::fs::remove_file(&index);
+                let place = Place {
+                    work_tree: None,
+                    index: Some(&index),
+                };
+                git.run(&place, ["read-tree", commit]).await?;
+            }
             return Ok(workspace.clone());
         }
         let dir = self.dir.join(commit);

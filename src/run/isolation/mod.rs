@@ -235,72 +235,34 @@ impl Worktrees {
     ) -> Result<Worktrees, IsolationError> {
         check_version().await?;
         let git = Git::new(record.git_dir.clone()).stopped_by(bounds.stop.clone());
-        // A troupe killed inside `update-ref` leaves the branch's lock
-        // behind, and every landing after would fail on it. The branch is
-        // the run's own and the run is held: nobody else is moving it.
-        let common = git
-            .run(
-                &Place::default(),
-                ["rev-parse", "--path-format=absolute", "--git-common-dir"],
-            )
-            .await?;
-        let common = PathBuf::from(common.trim());
-        let lock = common.join(format!("{}.lock", record.reference()));
-        match std::fs::remove_file(&lock) {
-            Ok(()) => crate::tell!(
-                "troupe: removed {}, left by a troupe killed while it moved the run's branch",
-                lock.display()
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&lock)(e)),
-        }
-        let reference = format!("{}^{{commit}}", record.reference());
-        let found = git
-            .output(
-                &Place::default(),
-                &["rev-parse", "--verify", "-q", &reference],
-            )
-            .await?;
-        if found.code != Some(0) {
-            let args = [
-                "update-ref",
-                "-m",
-                "troupe: the workspace as the run found it",
-                &record.reference(),
-                &record.snapshot,
-                "",
-            ];
-            git.run(&Place::default(), args).await?;
-        }
-        let reference = format!("{}^{{commit}}", record.reference());
-        let tree = format!("{}^{{tree}}", record.reference());
-        let ids = git
-            .run(&Place::default(), ["rev-parse", &reference, &tree])
-            .await?;
-        let mut ids = ids.lines().map(str::to_string);
-        let commit = ids.next().unwrap_or_default();
-        let head = Head {
-            lineage: lineage::Lineage::at(&commit),
-            commit,
-            tree: ids.next().unwrap_or_default(),
+        // What git ignores in the workspace, listed while the branch is
+        // found or made: neither needs the other.
+        let hidden = async {
+            match (&bounds.checkouts, snapshot) {
+                (CheckoutKind::Layered, Snapshot::JustTaken) => {
+                    layered::ignored_in(&git, workspace).await
+                }
+                _ => Ok(None),
+            }
         };
+        let (found, hidden) = tokio::join!(Self::branch_of(&git, &record), hidden);
+        let (common, head) = found?;
+        let hidden = hidden?;
+        if hidden.is_none() {
+            // No checkout takes the workspace as its base: nothing reads it.
+            let _ = std::fs::remove_file(snapshot_index(run_dir));
+        }
         let mut readable = vec![git.git_dir.clone()];
         if common != git.git_dir {
             readable.push(common.clone());
         }
         let bases = match bounds.checkouts {
-            CheckoutKind::Layered => {
-                let hidden = match snapshot {
-                    Snapshot::JustTaken => layered::ignored_in(&git, workspace).await?,
-                    Snapshot::Earlier => None,
-                };
-                Some(layered::Bases::new(
-                    run_dir,
-                    &record.snapshot,
-                    workspace,
-                    hidden,
-                ))
-            }
+            CheckoutKind::Layered => Some(layered::Bases::new(
+                run_dir,
+                &record.snapshot,
+                workspace,
+                hidden,
+            )),
             CheckoutKind::Full(_) => None,
         };
         Ok(Worktrees {
@@ -317,6 +279,87 @@ impl Worktrees {
             waiting: std::sync::Mutex::new(Vec::new()),
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// The repository's common directory and the run's branch head, the
+    /// branch made at the snapshot if it is not there yet (a run that was
+    /// stopped, or killed, between writing the record and making it).
+    async fn branch_of(
+        git: &Git,
+        record: &IsolationRecord,
+    ) -> Result<(PathBuf, Head), IsolationError> {
+        let here = Place::default();
+        let reference = format!("{}^{{commit}}", record.reference());
+        let located = git
+            .output(
+                &here,
+                &[
+                    "rev-parse",
+                    "--path-format=absolute",
+                    "--git-common-dir",
+                    "--verify",
+                    "-q",
+                    &reference,
+                ],
+            )
+            .await?;
+        let mut lines = located.stdout.lines();
+        let common = PathBuf::from(lines.next().unwrap_or_default().trim());
+        if common.as_os_str().is_empty() {
+            return Err(GitError::Failed {
+                args: "rev-parse --git-common-dir".to_string(),
+                status: format!("{:?}", located.code),
+                stderr: located.stderr,
+            }
+            .into());
+        }
+        // A troupe killed inside `update-ref` leaves the branch's lock
+        // behind, and every landing after would fail on it. The branch is
+        // the run's own and the run is held: nobody else is moving it.
+        let lock = common.join(format!("{}.lock", record.reference()));
+        match std::fs::remove_file(&lock) {
+            Ok(()) => crate::tell!(
+                "troupe: removed {}, left by a troupe killed while it moved the run's branch",
+                lock.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&lock)(e)),
+        }
+        let tree_of = |commit: &str| format!("{commit}^{{tree}}");
+        let commit = match (located.code, lines.next()) {
+            (Some(0), Some(commit)) => commit.trim().to_string(),
+            _ => {
+                let (branch, snapshot_tree) = (record.reference(), tree_of(&record.snapshot));
+                let made = git.run(
+                    &here,
+                    [
+                        "update-ref",
+                        "-m",
+                        "troupe: the workspace as the run found it",
+                        &branch,
+                        &record.snapshot,
+                        "",
+                    ],
+                );
+                let tree = git.run(&here, ["rev-parse", &snapshot_tree]);
+                let (made, tree) = tokio::join!(made, tree);
+                made?;
+                let commit = record.snapshot.clone();
+                let head = Head {
+                    lineage: lineage::Lineage::at(&commit),
+                    tree: tree?.trim().to_string(),
+                    commit,
+                };
+                return Ok((common, head));
+            }
+        };
+        let tree = git.run(&here, ["rev-parse", &tree_of(&commit)]).await?;
+        let head = Head {
+            lineage: lineage::Lineage::at(&commit),
+            tree: tree.trim().to_string(),
+            commit,
+        };
+        Ok((common, head))
     }
 
     pub fn record(&self) -> &IsolationRecord {
@@ -490,12 +533,41 @@ impl Worktrees {
             "--numstat",
             "-z",
         ];
-        let listed = self
-            .git
-            .run(&here, raw_numstat.iter().chain(&range))
-            .await?;
-        let (raw, counted) = stat::parse_diff(&listed);
-        change.refused = admit::refusals(&self.git, &raw).await?;
+        let whole = [
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            "--no-renames",
+            "--binary",
+        ];
+        // The listing and the whole diff at once: neither needs the other,
+        // and twenty attempts that finish together wait for both.
+        let listing = async {
+            let listed = self
+                .git
+                .run(&here, raw_numstat.iter().chain(&range))
+                .await?;
+            let (raw, counted) = stat::parse_diff(&listed);
+            let refused = admit::refusals(&self.git, &raw).await?;
+            Ok::<_, IsolationError>((raw, counted, refused))
+        };
+        // Written by git straight to the file: a change may be far larger
+        // than troupe should hold.
+        let path = self.diff_path(step, attempt);
+        let written = async {
+            let created = path.clone();
+            let file =
+                off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created)))
+                    .await?;
+            let args: Vec<&str> = whole.iter().chain(&range).copied().collect();
+            self.git.run_into(&here, &args, file).await?;
+            Ok::<_, IsolationError>(())
+        };
+        let (listing, written) = tokio::join!(listing, written);
+        let (raw, counted, refused) = listing?;
+        written?;
+        change.refused = refused;
         if change.refused.is_empty() {
             self.records
                 .lock()
@@ -508,22 +580,6 @@ impl Worktrees {
             .take(crate::protocol::LISTED_FILES)
             .map(|c| c.path)
             .collect();
-        let whole = [
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-color",
-            "--no-renames",
-            "--binary",
-        ];
-        // Written by git straight to the file: a change may be far larger
-        // than troupe should hold.
-        let path = self.diff_path(step, attempt);
-        let created = path.clone();
-        let file =
-            off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created))).await?;
-        let args: Vec<&str> = whole.iter().chain(&range).copied().collect();
-        self.git.run_into(&here, &args, file).await?;
         change.diff = Some(crate::protocol::display_in(&self.workspace, &path));
         change.commit = Some(commit);
         Ok(change)
@@ -849,11 +905,21 @@ fn seed_index(from: &Path, to: &Path) -> std::io::Result<()> {
     file.set_times(times)
 }
 
-/// The snapshot commit of `workspace`, made with a temporary index: every
-/// file that is not ignored, the results directory left out. The index
-/// starts as a copy of the user's (`seed_index`), and from nothing where
-/// that copy cannot be made or git fails on it. An entry of the copy is
-/// believed as git believes the user's own index: by its stat data.
+/// Where the snapshot's index is written, and kept for the workspace's
+/// checkouts (`layered::Bases`): the snapshot's tree with the stat data
+/// of the workspace's files, as git read them, so that a `git status` in
+/// a checkout over the workspace compares instead of hashing every file.
+pub(super) fn snapshot_index(run_dir: &Path) -> PathBuf {
+    run_dir.join("snapshot.index")
+}
+
+/// The snapshot commit of `workspace`, made with its own index (kept at
+/// `snapshot_index`): every file that is not ignored, the results
+/// directory left out. The index starts as a copy of the user's
+/// (`seed_index`), and from nothing where that copy cannot be made or git
+/// fails on it. An entry of the copy is believed as git believes the
+/// user's own index: by its stat data. It is written whole, never split:
+/// a checkout's git directory has no shared index beside it.
 async fn snapshot(
     git: &Git,
     workspace: &Path,
@@ -861,7 +927,7 @@ async fn snapshot(
     run_id: &str,
     private: bool,
 ) -> Result<String, IsolationError> {
-    let index = run_dir.join("snapshot.index");
+    let index = snapshot_index(run_dir);
     // What a snapshot cut short by a kill left: the run is held, so it is
     // this run's own scratch.
     let _ = std::fs::remove_file(&index);
@@ -871,41 +937,57 @@ async fn snapshot(
         index: Some(&index),
     };
     let exclude = format!(":(exclude){RESULTS_DIR}");
-    let add = ["add", "-A", "--", ".", &exclude];
-    let seeded = !private && seed_index(&git.git_dir.join("index"), &index).is_ok();
-    let added = match seeded {
-        true => {
-            let ok = git.run(&place, add).await.is_ok();
-            let results = [
-                "rm",
-                "--cached",
-                "-r",
-                "-q",
-                "--ignore-unmatch",
-                "--",
-                RESULTS_DIR,
-            ];
-            ok && git.run(&place, results).await.is_ok()
+    let add = [
+        "-c",
+        "core.splitIndex=false",
+        "add",
+        "-A",
+        "--",
+        ".",
+        &exclude,
+    ];
+    let indexed = async {
+        let seeded = !private && seed_index(&git.git_dir.join("index"), &index).is_ok();
+        let added = match seeded {
+            true => {
+                let ok = git.run(&place, add).await.is_ok();
+                let results = [
+                    "-c",
+                    "core.splitIndex=false",
+                    "rm",
+                    "--cached",
+                    "-r",
+                    "-q",
+                    "--ignore-unmatch",
+                    "--",
+                    RESULTS_DIR,
+                ];
+                ok && git.run(&place, results).await.is_ok()
+            }
+            false => false,
+        };
+        if !added {
+            let _ = std::fs::remove_file(&index);
+            git.run(&place, add).await?;
         }
-        false => false,
+        let write = ["-c", "core.splitIndex=false", "write-tree"];
+        Ok::<_, IsolationError>(git.run(&place, write).await?)
     };
-    if !added {
-        let _ = std::fs::remove_file(&index);
-        git.run(&place, add).await?;
-    }
-    let tree = git.run(&place, ["write-tree"]).await;
-    let _ = std::fs::remove_file(&index);
-    let tree = tree?;
+    // The commit the workspace is on, looked up while git reads it.
     let here = Place::default();
-    let parent = match private {
-        true => None,
-        false => {
-            let out = git
-                .output(&here, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
-                .await?;
-            out.success.then(|| out.stdout.trim().to_string())
+    let head = async {
+        match private {
+            true => Ok(None),
+            false => {
+                let out = git
+                    .output(&here, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+                    .await?;
+                Ok::<_, IsolationError>(out.success.then(|| out.stdout.trim().to_string()))
+            }
         }
     };
+    let (tree, parent) = tokio::join!(indexed, head);
+    let (tree, parent) = (tree?, parent?);
     let message = format!("troupe {run_id}: the workspace as the run found it");
     let mut args = vec!["commit-tree", tree.trim(), "-m", &message];
     if let Some(parent) = &parent {
