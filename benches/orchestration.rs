@@ -92,7 +92,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 12] = [
+    let scenarios: [(&str, Scenario); 13] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -103,6 +103,7 @@ fn main() {
         ("startup", startup),
         ("worktree", worktree_cost),
         ("large-repository", large_repository),
+        ("peer", peer_dag),
         ("namespaces", namespace_set),
         ("traces", trace_export),
     ];
@@ -154,10 +155,22 @@ impl Setup {
         &self,
         extra: &[&str],
         env: &[(&str, &str)],
+        sample: impl FnMut(u32),
+    ) -> (Duration, Value) {
+        self.run_binary(TROUPE, extra, env, sample)
+    }
+
+    /// `run_with` of the troupe binary `troupe` (with its agent beside
+    /// it): this commit's, or the baseline's.
+    fn run_binary(
+        &self,
+        troupe: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
         mut sample: impl FnMut(u32),
     ) -> (Duration, Value) {
         let started = Instant::now();
-        let mut child = Command::new(TROUPE)
+        let mut child = Command::new(troupe)
             .args(["run", "--plan"])
             .arg(self.dir.path().join("plan.json"))
             .arg("--model")
@@ -532,6 +545,19 @@ fn repository_of(ws: &Path, files: usize) {
             .success();
         assert!(ok, "git {args:?}");
     }
+    // A user's index is older than their files' last change: its entries
+    // are not racy, so git trusts their stat data. One just written is,
+    // and every run would hash the whole tree once; a second later
+    // `status` writes it again, settled.
+    std::thread::sleep(Duration::from_millis(1100));
+    let ok = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(ws)
+        .stdout(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git status");
 }
 
 /// Scenario 8: what a step's checkout and landing cost on a repository of
@@ -649,10 +675,63 @@ fn worktree_cost_of(
     }
 }
 
+/// The troupe binary of an earlier commit, from the directory
+/// `TROUPE_BENCH_BASELINE` names (its troupe-agent beside it), for the
+/// scenarios that compare isolation with the commit before.
+fn baseline_troupe() -> Option<String> {
+    let dir = std::env::var_os("TROUPE_BENCH_BASELINE")?;
+    let troupe = Path::new(&dir).join("troupe");
+    assert!(
+        troupe.is_file() && Path::new(&dir).join("troupe-agent").is_file(),
+        "TROUPE_BENCH_BASELINE names {}, which holds no troupe and troupe-agent",
+        Path::new(&dir).display()
+    );
+    Some(troupe.display().to_string())
+}
+
+/// How a scenario that compares isolations runs troupe: a name, the
+/// binary, its `--isolation` and the variables it is given.
+struct Mode {
+    name: &'static str,
+    troupe: String,
+    isolation: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// `--isolation shared`, then `isolation` under the names `names` gives
+/// it: this commit's, and the baseline's when there is one.
+fn compared(names: (&'static str, &'static str), isolation: &'static [&'static str]) -> Vec<Mode> {
+    let mut modes = vec![
+        Mode {
+            name: "shared",
+            troupe: TROUPE.to_string(),
+            isolation: &["--isolation", "shared"],
+            env: &[],
+        },
+        Mode {
+            name: names.0,
+            troupe: TROUPE.to_string(),
+            isolation,
+            env: &[],
+        },
+    ];
+    if let Some(troupe) = baseline_troupe() {
+        modes.push(Mode {
+            name: names.1,
+            troupe,
+            isolation,
+            env: &[],
+        });
+    }
+    modes
+}
+
 /// Scenario 10: 20 independent steps (200 ms per model call, each writing
 /// one file) on a repository of 10,000 files, shared, isolated with
-/// copy-on-write checkouts, and isolated with full ones, in one run: the
-/// makespan and CPU of each, and the isolated ones over the shared one.
+/// copy-on-write checkouts (and with the baseline's, when
+/// `TROUPE_BENCH_BASELINE` is set), and isolated with full ones, in one
+/// run: the makespan and CPU of each, and the isolated ones over the
+/// shared one.
 fn large_repository(bench: &mut Bench) {
     let (files, steps) = if bench.quick { (1000, 5) } else { (10_000, 20) };
     let ids: Vec<String> = (0..steps).map(|i| format!("s{i}")).collect();
@@ -660,30 +739,25 @@ fn large_repository(bench: &mut Bench) {
     let mut rules: Vec<Value> = ids.iter().map(|id| worker(id, 200)).collect();
     rules.push(reviewer());
     let parallel = steps.to_string();
-    // Each mode: its name, and whether its checkouts are full ones.
-    let modes = [
-        ("shared", false),
-        ("copy-on-write", false),
-        ("full checkouts", true),
-    ];
+    let isolated: &[&str] = &["--isolation", "worktree", "--no-apply"];
+    let mut modes = compared(("copy-on-write", "copy-on-write, baseline"), isolated);
+    modes.push(Mode {
+        name: "full checkouts",
+        troupe: TROUPE.to_string(),
+        isolation: isolated,
+        env: &[("TROUPE_CHECKOUTS", "full")],
+    });
     let mut measured = Vec::new();
-    for (name, full) in modes {
+    for mode in &modes {
         let setup = Setup::new(&plan, rules.clone());
         repository_of(&setup.ws(), files);
         let mut args = vec!["--max-parallel", parallel.as_str()];
-        match name {
-            "shared" => args.extend(["--isolation", "shared"]),
-            _ => args.extend(["--isolation", "worktree", "--no-apply"]),
-        }
-        let env: &[(&str, &str)] = match full {
-            true => &[("TROUPE_CHECKOUTS", "full")],
-            false => &[],
-        };
+        args.extend(mode.isolation);
         let cpu_before = children_cpu();
-        let (wall, _) = setup.run_with(&args, env, |_| {});
+        let (wall, _) = setup.run_binary(&mode.troupe, &args, mode.env, |_| {});
         let cpu = children_cpu() - cpu_before;
         measured.push((
-            name,
+            mode.name,
             wall.as_secs_f64() * 1000.0,
             cpu.as_secs_f64() * 1000.0,
         ));
@@ -715,6 +789,54 @@ fn large_repository(bench: &mut Bench) {
             "x",
             target("<= 3"),
             cpu / shared_cpu,
+        );
+    }
+}
+
+/// Scenario 12: the peer DAG (6 levels of 10 steps, each on one to three
+/// of the level before, 200 ms per model call, each writing one file) in
+/// a workspace that is not a git repository, under the default `--isolation
+/// auto` (which isolates it: ten steps run at once) and under `shared`,
+/// alternating in one run, and under the baseline's `auto` when
+/// `TROUPE_BENCH_BASELINE` is set: what isolating costs a run whose
+/// workspace is small.
+fn peer_dag(bench: &mut Bench) {
+    let (levels, width) = if bench.quick { (3, 5) } else { (6, 10) };
+    let dag = layered(levels, width, &mut Lcg(42));
+    let plan = json!({"summary": "peer", "steps": dag.iter().map(|(id, deps)| step(id, deps)).collect::<Vec<_>>()});
+    let mut rules: Vec<Value> = dag.iter().map(|(id, _)| worker(id, 200)).collect();
+    rules.push(reviewer());
+    let slots = dag.len().to_string();
+    let auto: &[&str] = &["--isolation", "auto", "--no-apply"];
+    let modes = compared(("auto", "auto, baseline"), auto);
+    const S: &str = "12. peer DAG";
+    let mut walls = Vec::new();
+    for mode in &modes {
+        let setup = Setup::new(&plan, rules.clone());
+        std::fs::create_dir_all(setup.ws()).expect("workspace");
+        std::fs::write(setup.ws().join("README.md"), "a workspace\n").expect("file");
+        let mut args = vec!["--max-parallel", slots.as_str()];
+        args.extend(mode.isolation);
+        let (wall, record) = setup.run_binary(&mode.troupe, &args, mode.env, |_| {});
+        let mode_ran = record["isolation_mode"].as_str().unwrap_or("?");
+        let expected = match mode.name {
+            "shared" => "shared",
+            _ => "worktree",
+        };
+        assert_eq!(mode_ran, expected, "{} ran as {mode_ran}", mode.name);
+        let wall = wall.as_secs_f64() * 1000.0;
+        bench.record(S, &format!("makespan, {}", mode.name), "ms", "", wall);
+        walls.push((mode.name, wall));
+    }
+    let (_, shared) = walls[0];
+    for (name, wall) in &walls[1..] {
+        let target = if *name == "auto" { "<= 1.02" } else { "" };
+        bench.record(
+            S,
+            &format!("makespan {name} / shared"),
+            "x",
+            target,
+            wall / shared,
         );
     }
 }
