@@ -32,9 +32,15 @@ pub fn probe() -> Result<(), SandboxError> {
     let agent_dir = workspace.join(crate::protocol::RESULTS_DIR).join("probe");
     let task = worker(workspace.clone(), agent_dir);
     std::fs::create_dir_all(task.subagent_dir()).map_err(setup)?;
-    confine_and_report(&task, None)?;
+    // The two workers at once: neither needs the other, and the probe
+    // stands before every isolated run's first step.
+    let plain = start(&task, None)?;
+    let trial = overlay_trial(&base);
+    let plain = finish(plain);
+    let overlay = trial.and_then(Trial::verdict);
+    plain?;
     let mut report: SandboxReport = read_report(&workspace.join(REPORT))?;
-    match overlay_trial(&base) {
+    match overlay {
         Ok(()) => report.overlay = true,
         Err(why) => {
             report.overlay = false;
@@ -63,10 +69,32 @@ fn worker(workspace: PathBuf, agent_dir: PathBuf) -> TaskFile {
     )
 }
 
-/// A worker in a checkout laid out as an isolated attempt's is (inside
-/// the results directory, its layers beside it) that must read the lower
-/// layer and whose report must land in the upper one.
-fn overlay_trial(base: &Path) -> Result<(), String> {
+/// The overlay's worker, started: what it must have done is checked by
+/// `verdict`.
+struct Trial {
+    worker: nix::unistd::Pid,
+    results: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Trial {
+    /// Whether the worker read the lower layer and its report landed in
+    /// the upper one, not in the directory it was mounted on.
+    fn verdict(self) -> Result<(), String> {
+        finish(self.worker).map_err(|e| e.to_string())?;
+        let written = self.results.join("upper").join(REPORT);
+        let report: SandboxReport = read_report(&written).map_err(|e| e.to_string())?;
+        match report.overlay && !self.workspace.join(REPORT).exists() {
+            true => Ok(()),
+            false => Err("the worker's writes did not land in its own layer".to_string()),
+        }
+    }
+}
+
+/// Starts a worker in a checkout laid out as an isolated attempt's is
+/// (inside the results directory, its layers beside it) that must read
+/// the lower layer and whose report must land in the upper one.
+fn overlay_trial(base: &Path) -> Result<Trial, String> {
     let results = base.join("isolated").join(crate::protocol::RESULTS_DIR);
     let layers = OverlayLayers {
         lower: vec![results.join("lower")],
@@ -96,26 +124,33 @@ fn overlay_trial(base: &Path) -> Result<(), String> {
         std::os::unix::fs::lchown(&upper, Some(owner), Some(owner))
             .map_err(|e| format!("cannot hand {} to the agent: {e}", upper.display()))?;
     }
-    confine_and_report(&task, Some(layers)).map_err(|e| e.to_string())?;
-    let written = results.join("upper").join(REPORT);
-    let report: SandboxReport = read_report(&written).map_err(|e| e.to_string())?;
-    match report.overlay && !task.workspace.join(REPORT).exists() {
-        true => Ok(()),
-        false => Err("the worker's writes did not land in its own layer".to_string()),
+    let worker = start(&task, Some(layers)).map_err(|e| e.to_string())?;
+    Ok(Trial {
+        worker,
+        results,
+        workspace: task.workspace,
+    })
+}
+
+/// Waits for a worker `start` started: whether it wrote its report.
+fn finish(worker: nix::unistd::Pid) -> Result<(), SandboxError> {
+    match nix::sys::wait::waitpid(worker, None) {
+        Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+        other => Err(SandboxError::Setup(format!("the probe ended {other:?}"))),
     }
 }
 
 /// Confines `task` in a child, which writes its report into its
 /// workspace once it has read the overlay's lower layer (when it has
-/// one).
-fn confine_and_report(task: &TaskFile, overlay: Option<OverlayLayers>) -> Result<(), SandboxError> {
+/// one); the child, to `finish`.
+fn start(
+    task: &TaskFile,
+    overlay: Option<OverlayLayers>,
+) -> Result<nix::unistd::Pid, SandboxError> {
     let setup = |e: std::io::Error| SandboxError::Setup(format!("cannot probe: {e}"));
     // SAFETY: the caller has one thread, as `enter` needs.
     match unsafe { nix::unistd::fork() }.map_err(|e| setup(e.into()))? {
-        nix::unistd::ForkResult::Parent { child } => match nix::sys::wait::waitpid(child, None) {
-            Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
-            other => Err(SandboxError::Setup(format!("the probe ended {other:?}"))),
-        },
+        nix::unistd::ForkResult::Parent { child } => Ok(child),
         nix::unistd::ForkResult::Child => {
             let layered = overlay.is_some();
             let settings = SandboxSettings {

@@ -363,18 +363,10 @@ pub fn give_to_agents(dir: &Path) -> Result<(), IsolationError> {
     Ok(())
 }
 
-/// Removes an attempt's layers. The overlay's work directory holds a
-/// directory only the kernel opens (mode 0), which is opened up first.
+/// Removes an attempt's layers. The overlay's work directory holds
+/// directories only the kernel opens (mode 0), which are opened up first.
 pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(entries) = std::fs::read_dir(work) {
-        for entry in entries.filter_map(Result::ok) {
-            let path = entry.path();
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
-            }
-        }
-    }
+    open_up(work);
     for dir in [upper, work] {
         match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -382,6 +374,42 @@ pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Empties the work directory of an attempt whose worker is gone. Its
+/// overlay was `volatile` (not synced as the worker left it), and the
+/// kernel marks such a work directory (`work/incompat/volatile`) so that
+/// no later mount trusts layers a crash may have cut short; the
+/// reviewer's read-only mount of the same layers comes after a worker
+/// that ended, not a crash, and finds the directory empty, as a first
+/// mount does.
+pub fn clear_work(work: &Path) -> std::io::Result<()> {
+    open_up(work);
+    for entry in std::fs::read_dir(work)? {
+        let path = entry?.path();
+        match std::fs::symlink_metadata(&path)?.is_dir() {
+            true => std::fs::remove_dir_all(&path)?,
+            false => std::fs::remove_file(&path)?,
+        }
+    }
+    Ok(())
+}
+
+/// Opens every directory under `dir` to its owner, who may then remove
+/// them: the kernel makes its work directories with mode 0. Links are
+/// not followed.
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let path = entry.path();
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
+            open_up(&path);
+        }
+    }
 }
 
 #[cfg(test)]

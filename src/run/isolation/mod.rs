@@ -500,6 +500,8 @@ impl Worktrees {
         let message = format!("troupe: {step}, attempt {attempt}");
         let made = match &checkout.layers {
             Some(layers) => {
+                let work = layers.work.clone();
+                off_runtime(move || layered::clear_work(&work).map_err(io(&work))).await?;
                 let built = self.commit_layer(checkout, layers, &message).await?;
                 change.refused = built.refused;
                 built.made
