@@ -23,6 +23,24 @@ pub use records::{
 
 use std::path::{Component, Path, PathBuf};
 
+/// Opens every directory under `dir` to its owner, who may then remove
+/// them: the kernel makes an overlay's work directories with mode 0,
+/// which an ordinary user cannot list, and so cannot empty. Links are
+/// not followed.
+pub fn open_up_dirs(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let path = entry.path();
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
+            open_up_dirs(&path);
+        }
+    }
+}
+
 /// `path` with `.` and `..` removed without touching the file system.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();

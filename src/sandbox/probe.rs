@@ -53,6 +53,9 @@ pub fn probe() -> Result<(), SandboxError> {
         }
     }
     crate::say!("{}", serde_json::to_string(&report).unwrap_or_default());
+    // The overlay's work directory, mode 0: an ordinary user's probe
+    // could not remove it, and left its scratch directory behind.
+    crate::fsutil::open_up_dirs(&base);
     drop(scratch);
     Ok(())
 }

@@ -366,7 +366,7 @@ pub fn give_to_agents(dir: &Path) -> Result<(), IsolationError> {
 /// Removes an attempt's layers. The overlay's work directory holds
 /// directories only the kernel opens (mode 0), which are opened up first.
 pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
-    open_up(work);
+    crate::fsutil::open_up_dirs(work);
     for dir in [upper, work] {
         match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -384,7 +384,7 @@ pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
 /// that ended, not a crash, and finds the directory empty, as a first
 /// mount does.
 pub fn clear_work(work: &Path) -> std::io::Result<()> {
-    open_up(work);
+    crate::fsutil::open_up_dirs(work);
     for entry in std::fs::read_dir(work)? {
         let path = entry?.path();
         match std::fs::symlink_metadata(&path)?.is_dir() {
@@ -393,23 +393,6 @@ pub fn clear_work(work: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Opens every directory under `dir` to its owner, who may then remove
-/// them: the kernel makes its work directories with mode 0. Links are
-/// not followed.
-fn open_up(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let path = entry.path();
-            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
-            open_up(&path);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -393,10 +393,19 @@ fn an_agent_is_bounded_and_told_which_bound_it_hit_as_an_ordinary_user() {
 fn the_probe_reports_every_layer() {
     let probe = |as_nobody: bool| {
         let sandbox = Sandbox::new();
+        let scratch = sandbox.root().join("tmp");
+        std::fs::create_dir_all(&scratch).unwrap();
         let mut command = crate::common::troupe_agent();
-        command.arg("--probe-sandbox");
+        command.arg("--probe-sandbox").env("TMPDIR", &scratch);
         let out = run(as_user(&sandbox, command, as_nobody));
         assert_eq!(out.code, 0, "{}", out.stderr);
+        // Its scratch directory goes with it, the overlay's work
+        // directory (mode 0, made by the kernel) included.
+        let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().collect();
+        assert!(
+            left.is_empty(),
+            "the probe left {left:?} (nobody: {as_nobody})"
+        );
         serde_json::from_str::<serde_json::Value>(out.stdout.trim()).unwrap()
     };
     let report = probe(false);
