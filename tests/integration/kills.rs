@@ -342,7 +342,12 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
     record["steps"][1]["status"] = json!("pending");
     record["steps"][1]["attempts"] = json!([]);
     std::fs::write(dir.join("run.json"), record.to_string()).unwrap();
-    std::fs::remove_dir_all(dir.join("s2")).unwrap();
+    // troupe is gone, but s2's agent may not be yet: it finds its pipe
+    // closed, writes its transcript and ends, maybe while the directory
+    // is being removed.
+    let s2 = dir.join("s2");
+    wait_for("s2's agent to end", || !an_agent_works_in(&s2));
+    std::fs::remove_dir_all(&s2).unwrap();
 
     let fast = vec![
         planner(json!([s1_step, step("s2", &["s1"])])),
@@ -920,4 +925,19 @@ fn applies_killed_at_random_moments_end_as_one_clean_apply() {
     }
     assert!(cut_short > 0, "no apply was cut short");
     assert_eq!(git(&sandbox.ws(), &["rev-parse", "HEAD"]), head);
+}
+
+/// Whether a live process was started on a task file under `dir` (its
+/// command line names it): an agent of that step.
+fn an_agent_works_in(dir: &Path) -> bool {
+    let dir = dir.to_string_lossy().into_owned();
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    processes.filter_map(Result::ok).any(|process| {
+        std::fs::read(process.path().join("cmdline")).is_ok_and(|line| {
+            line.split(|b| *b == 0)
+                .any(|arg| String::from_utf8_lossy(arg).starts_with(&dir))
+        })
+    })
 }
