@@ -272,8 +272,15 @@ fn without_its_pid_namespace_a_setsid_process_outlives_its_agent_as_the_readme_s
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
     let marker = "sleep 307.3";
+    // The shell waits for the pid file, which the child writes only after
+    // `setsid()`: otherwise the command's group could be killed while the
+    // child is still in it, and nothing would be left to outlive the agent.
+    let detached = format!(
+        "setsid sh -c 'echo $$ > detached.pid; exec {marker}' > /dev/null 2>&1 & \
+         while [ ! -s detached.pid ]; do sleep 0.01; done"
+    );
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
-        {"tool_calls": [{"name": "run_command", "arguments": {"command": format!("setsid {marker} > /dev/null 2>&1 &")}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": detached}}]},
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "left one"}}]}
     ]}]}));
     let out = spawn(
