@@ -65,7 +65,7 @@ impl Worktrees {
             return Ok(Landing::Refused(change.refused.clone()));
         }
         let Some(commit) = change.commit.clone() else {
-            return Ok(Landing::Landed(self.head.lock().await.commit.clone()));
+            return Ok(Landing::Landed(self.tip().commit));
         };
         let (answer, answered) = tokio::sync::oneshot::channel();
         let records = self.take_records(&commit);
@@ -97,11 +97,28 @@ impl Worktrees {
         })
     }
 
-    /// Lands `batch` in order on `head`, and answers each. A change that
-    /// nothing landed beside since its base waits in a chain for the next
-    /// one that must be merged, or for the batch's end, and the chain is
-    /// written at once (`chain`).
+    /// Lands `batch` in order on `head`, and answers each once the branch
+    /// is where the batch left it (a conflict's retry starts from there).
+    /// A change that nothing landed beside since its base waits in a chain
+    /// for the next one that must be merged, or for the batch's end, and
+    /// the chain is written at once (`chain`).
     async fn land_together(&self, head: &mut Head, batch: Vec<Waiting>) {
+        let mut conflicts = Vec::new();
+        self.land_batch(head, batch, &mut conflicts).await;
+        for (waiting, conflict) in conflicts {
+            let _ = waiting.answer.send(Ok(Landing::Conflicted(conflict)));
+        }
+    }
+
+    /// `land_together` but for the conflicts, which it leaves in
+    /// `conflicts`; answers every other change of `batch`, a landed one
+    /// once the tip names the branch's new head.
+    async fn land_batch(
+        &self,
+        head: &mut Head,
+        batch: Vec<Waiting>,
+        conflicts: &mut Vec<(Waiting, Conflict)>,
+    ) {
         let from = head.clone();
         let mut made: Vec<Made> = Vec::new();
         let mut chained: Vec<Waiting> = Vec::new();
@@ -128,9 +145,7 @@ impl Worktrees {
                     made.push(Made::of(waiting, head, &commit));
                     (head.commit, head.tree) = (commit, tree);
                 }
-                Ok(Err(conflict)) => {
-                    let _ = waiting.answer.send(Ok(Landing::Conflicted(conflict)));
-                }
+                Ok(Err(conflict)) => conflicts.push((waiting, conflict)),
                 Err(e) => {
                     let _ = waiting.answer.send(Err(e));
                 }
@@ -142,6 +157,7 @@ impl Worktrees {
         }
         match self.move_branch(&from.commit, &head.commit, &made).await {
             Ok(()) => {
+                *self.tip.lock().unwrap_or_else(|e| e.into_inner()) = head.tip();
                 for Made { waiting, intent } in made {
                     let _ = waiting.answer.send(Ok(Landing::Landed(intent.to)));
                 }

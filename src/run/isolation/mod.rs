@@ -183,11 +183,23 @@ pub struct Worktrees {
     /// by anyone else makes the next landing fail, since `update-ref` is
     /// given the head it expects).
     head: tokio::sync::Mutex<Head>,
+    /// The branch's head as the last landing left it, read without
+    /// waiting for a landing under way: a checkout starts from it (any
+    /// head the branch had is a sound base), and a base that is not it
+    /// goes once no attempt uses it.
+    tip: std::sync::Mutex<Tip>,
     /// Approved changes waiting for the branch (see `landing`).
     waiting: std::sync::Mutex<Vec<landing::Waiting>>,
     /// Each change's `--raw` records by its commit, from its making to
     /// its landing, which lays it on the head as it is where it can.
     records: std::sync::Mutex<std::collections::HashMap<String, Vec<stat::Raw>>>,
+}
+
+/// A head of the branch: its commit and its tree.
+#[derive(Debug, Clone)]
+struct Tip {
+    commit: String,
+    tree: String,
 }
 
 #[derive(Debug, Clone)]
@@ -196,6 +208,15 @@ struct Head {
     tree: String,
     /// What landed since the run opened.
     lineage: lineage::Lineage,
+}
+
+impl Head {
+    fn tip(&self) -> Tip {
+        Tip {
+            commit: self.commit.clone(),
+            tree: self.tree.clone(),
+        }
+    }
 }
 
 impl Worktrees {
@@ -275,6 +296,7 @@ impl Worktrees {
             max_file_size: bounds.max_file_size,
             bases,
             rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
+            tip: std::sync::Mutex::new(head.tip()),
             head: tokio::sync::Mutex::new(head),
             waiting: std::sync::Mutex::new(Vec::new()),
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -374,10 +396,7 @@ impl Worktrees {
         let step_dir = self.run_dir.join(step);
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
-        let (base, tree) = {
-            let head = self.head.lock().await;
-            (head.commit.clone(), head.tree.clone())
-        };
+        let Tip { commit: base, tree } = self.tip();
         let made = (
             dir.clone(),
             git_dir.clone(),
@@ -626,10 +645,15 @@ impl Worktrees {
             .insert(step.to_string(), commit.to_string());
     }
 
+    /// The branch's head as the last landing left it.
+    fn tip(&self) -> Tip {
+        self.tip.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The checkout no longer needs its base.
     async fn release_base(&self, checkout: &Checkout) {
         if let Some(bases) = &self.bases {
-            let head = self.head.lock().await.commit.clone();
+            let head = self.tip().commit;
             bases.release(&checkout.base, &head).await;
         }
     }
