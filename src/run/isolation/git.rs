@@ -15,11 +15,13 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use super::objects::{ObjectError, Objects};
 use crate::process::Spawn;
 
 use crate::sandbox::Narrow;
@@ -72,6 +74,9 @@ pub struct Git {
     writes: Vec<PathBuf>,
     /// The run's stop, which ends a call under way.
     stop: Option<StopSignal>,
+    /// The repository's objects as troupe writes them, opened when first
+    /// asked for and shared by the checkouts' git directories.
+    objects: Arc<tokio::sync::OnceCell<Arc<Objects>>>,
 }
 
 impl std::fmt::Debug for Git {
@@ -97,6 +102,7 @@ impl Git {
             writes: vec![git_dir.clone()],
             git_dir,
             stop: None,
+            objects: Arc::default(),
         }
     }
 
@@ -106,7 +112,22 @@ impl Git {
             writes: vec![git_dir.clone(), common.to_path_buf()],
             git_dir,
             stop: self.stop.clone(),
+            objects: Arc::clone(&self.objects),
         }
+    }
+
+    /// The repository's objects, for troupe's own reads and writes.
+    pub async fn objects(&self) -> Result<Arc<Objects>, ObjectError> {
+        let opened = self.objects.get_or_try_init(|| async {
+            // Its reader is a git of its own: one holding the cell would
+            // keep itself alive.
+            let git = Git {
+                objects: Arc::default(),
+                ..self.clone()
+            };
+            Objects::open(git).await.map(Arc::new)
+        });
+        Ok(Arc::clone(opened.await?))
     }
 
     /// Calls under way end when `stop` is triggered.
@@ -205,6 +226,59 @@ impl Git {
         stdout: Option<std::fs::File>,
         input: Option<Vec<u8>>,
     ) -> Result<std::process::Output, GitError> {
+        let command = self.prepared(place, args)?;
+        let said = || {
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        bounded(command, (stdout, input), self.stop.as_ref(), said).await
+    }
+
+    /// A long-lived `git args`, confined as every call is, with its stdin
+    /// and stdout piped: its caller bounds each exchange (`bounded`). It
+    /// is killed when dropped.
+    pub fn spawn_piped<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+    ) -> Result<tokio::process::Child, GitError> {
+        let mut command = self.prepared(&Place::default(), args)?;
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| GitError::Missing { source })
+    }
+
+    /// `work` (an exchange with a long-lived git), within the call limit
+    /// and unless the run's stop comes first.
+    pub async fn bounded<T>(
+        &self,
+        said: impl Fn() -> String,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, GitError> {
+        let stopped = async {
+            match &self.stop {
+                Some(stop) => stop.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = work => Ok(done),
+            () = tokio::time::sleep(CALL_LIMIT) => Err(GitError::TimedOut { args: said() }),
+            cause = stopped => Err(GitError::Stopped { args: said(), cause }),
+        }
+    }
+
+    /// `git args` for `place`, confined, not started.
+    fn prepared<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+    ) -> Result<Command, GitError> {
         let mut command = command();
         command.env("GIT_DIR", &self.git_dir);
         let mut writes = self.writes.clone();
@@ -228,13 +302,7 @@ impl Git {
                 .confine(&mut command)
                 .map_err(|source| GitError::Missing { source })?;
         }
-        let said = || {
-            args.iter()
-                .map(|a| a.as_ref().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        bounded(command, (stdout, input), self.stop.as_ref(), said).await
+        Ok(command)
     }
 }
 

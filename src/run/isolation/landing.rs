@@ -201,7 +201,7 @@ impl Worktrees {
             }
             Err(e) => {
                 head.lineage.truncate(kept);
-                let said = IsolationError::from(e).to_string();
+                let said = e.to_string();
                 for waiting in chained {
                     let _ = waiting
                         .answer

@@ -39,6 +39,7 @@ pub mod git;
 mod landing;
 mod layered;
 mod lineage;
+mod objects;
 mod shared;
 mod stat;
 mod upper;
@@ -70,6 +71,8 @@ impl IsolationRecord {
 pub enum IsolationError {
     #[error(transparent)]
     Git(#[from] GitError),
+    #[error(transparent)]
+    Objects(#[from] objects::ObjectError),
     #[error(
         "--isolation worktree needs git {major}.{minor} or newer (for `git merge-tree --write-tree`); this is git {found_major}.{found_minor}",
         major = git::MIN_VERSION.0,

@@ -26,11 +26,12 @@ use std::path::{Path, PathBuf};
 
 use super::admit::named;
 use super::git::{Git, GitError, Place};
+use super::objects::{Objects, tree};
 use super::{IsolationError, io, off_runtime};
 
-pub(super) mod import;
+mod write;
 
-pub use self::import::Made;
+pub use self::write::Made;
 
 /// Which xattr namespace an overlay mount keeps its markers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub struct Over<'a> {
 pub struct UpperChange {
     /// `None` when anything was refused: a change is taken whole or not
     /// at all.
-    pub made: Option<import::Made>,
+    pub made: Option<Made>,
     /// What troupe will not take, each a sentence naming its path.
     pub refused: Vec<String>,
 }
@@ -145,64 +146,55 @@ async fn build(
     over: Over<'_>,
     mut layer: Layer,
     message: &str,
-) -> Result<import::Made, IsolationError> {
-    let candidates = ignored(git, &layer, over.rules).await?;
+) -> Result<Made, IsolationError> {
+    // The ignore check and the first use of the objects at once:
+    // neither needs the other.
+    let (candidates, objects) = tokio::join!(ignored(git, &layer, over.rules), git.objects());
+    let (candidates, objects) = (candidates?, objects?);
     let bare = bare_dirs(&layer, &candidates);
     let asked: Vec<&[u8]> = candidates
         .iter()
         .map(Vec::as_slice)
         .chain(bare.iter().map(Vec::as_slice))
         .collect();
-    let files = base_files(git, over.commit, &asked).await?;
+    let files = base_files(&objects, over.commit, &asked).await?;
     layer
         .blobs
         .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
     // A directory of the layer replaces a file of the base at its path.
     let replaced: Vec<Vec<u8>> = bare.into_iter().filter(|dir| files.contains(dir)).collect();
-    let blobs = off_runtime(move || Ok(import::read_small(layer.blobs))).await?;
-    let blobs = import::write_large(git, blobs).await?;
-    let removed = layer.whiteouts.iter().chain(&layer.opaque).chain(&replaced);
-    let stream = import::stream(over.commit, message, removed, &blobs);
-    Ok(import::run(git, stream).await?)
+    let removed = layer
+        .whiteouts
+        .into_iter()
+        .chain(layer.opaque)
+        .chain(replaced);
+    write::commit(
+        &objects,
+        over.commit,
+        message,
+        removed.collect(),
+        layer.blobs,
+    )
+    .await
 }
 
-/// Past this many paths, the base is listed whole rather than by the
-/// paths (which go on git's command line).
-const LISTED_BY_PATH: usize = 1000;
-
-/// Which of `paths` the base has as a file or link (not a directory).
-/// Listed by those paths, a change costs what it holds, not the base's
-/// size.
-async fn base_files(git: &Git, base: &str, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, GitError> {
-    if paths.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let tree = format!("{base}^{{tree}}");
-    let mut args: Vec<std::ffi::OsString> = ["--literal-pathspecs", "ls-tree", "-z", "--full-tree"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let by_path = paths.len() <= LISTED_BY_PATH;
-    if !by_path {
-        args.push("-r".into());
-    }
-    args.extend([tree.into(), "--".into()]);
-    if by_path {
-        args.extend(
-            paths
-                .iter()
-                .map(|p| std::ffi::OsStr::from_bytes(p).to_os_string()),
-        );
-    }
-    let listed = git.run_bytes(&Place::default(), &args, None).await?;
-    let asked: HashSet<&[u8]> = paths.iter().copied().collect();
+/// Which of `paths` the base has as a file or link (not a directory),
+/// each looked up along its own path: a change costs what it holds, not
+/// the base's size.
+async fn base_files(
+    objects: &Objects,
+    base: &str,
+    paths: &[&[u8]],
+) -> Result<HashSet<Vec<u8>>, IsolationError> {
     let mut files = HashSet::new();
-    for entry in listed.split(|b| *b == 0).filter(|e| !e.is_empty()) {
-        let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
-            continue;
-        };
-        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
-        if asked.contains(path) && meta.split(|b| *b == b' ').nth(1) != Some(b"tree") {
+    if paths.is_empty() {
+        return Ok(files);
+    }
+    let tree = objects.tree_of(base).await?;
+    for path in paths {
+        if let Some(entry) = tree::entry_at(objects, &tree, path).await?
+            && !entry.is_tree()
+        {
             files.insert(path.to_vec());
         }
     }
