@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
+use super::ignores::Ignores;
 use super::objects::{ObjectError, Objects};
 use crate::process::Spawn;
 
@@ -74,6 +75,8 @@ pub struct Git {
     writes: Vec<PathBuf>,
     /// The run's stop, which ends a call under way.
     stop: Option<StopSignal>,
+    /// The ignore checks of the bases' rules, shared as `objects` is.
+    pub ignores: Arc<Ignores>,
     /// The repository's objects as troupe writes them, opened when first
     /// asked for and shared by the checkouts' git directories.
     objects: Arc<tokio::sync::OnceCell<Arc<Objects>>>,
@@ -102,6 +105,7 @@ impl Git {
             writes: vec![git_dir.clone()],
             git_dir,
             stop: None,
+            ignores: Arc::default(),
             objects: Arc::default(),
         }
     }
@@ -112,6 +116,7 @@ impl Git {
             writes: vec![git_dir.clone(), common.to_path_buf()],
             git_dir,
             stop: self.stop.clone(),
+            ignores: Arc::clone(&self.ignores),
             objects: Arc::clone(&self.objects),
         }
     }
@@ -168,6 +173,67 @@ impl Git {
                 Err(failed(&args, &out))
             }
         }
+    }
+
+    /// Runs `git args` (summary records with `-z`, then a patch), keeping
+    /// what it prints up to the empty field git puts between the two and
+    /// writing the patch to `file`: the records are troupe's to read, the
+    /// patch may be far larger than troupe should hold. Fails unless it
+    /// exits 0.
+    pub async fn run_split<S: AsRef<OsStr>>(
+        &self,
+        place: &Place<'_>,
+        args: &[S],
+        file: std::fs::File,
+    ) -> Result<Vec<u8>, GitError> {
+        let mut command = self.prepared(place, args)?;
+        let mut child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| GitError::Missing { source })?;
+        let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+        let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(GitError::Missing {
+                source: std::io::Error::other("git has no pipes"),
+            });
+        };
+        let owned: Vec<std::ffi::OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+        let work = async {
+            let mut said = Vec::new();
+            let (split, _) = tokio::join!(
+                split_at_separator(stdout, tokio::fs::File::from_std(file)),
+                stderr.read_to_end(&mut said)
+            );
+            let status = child.wait().await;
+            let out = Output {
+                success: status.as_ref().is_ok_and(|s| s.success()),
+                code: status.as_ref().ok().and_then(|s| s.code()),
+                stdout: String::new(),
+                stderr: String::from_utf8_lossy(&said).trim().to_string(),
+            };
+            match (split, out.success) {
+                (Ok(records), true) => Ok(records),
+                (Err(source), true) => Err(GitError::Missing { source }),
+                (_, false) => Err(failed(&owned, &out)),
+            }
+        };
+        let said = || {
+            owned
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let done = self.bounded(said, work).await;
+        if done.is_err()
+            && let Some(pgid) = pgid
+        {
+            crate::process::kill_group(pgid);
+        }
+        done?
     }
 
     /// Runs `git args` with `input` on its stdin (else `/dev/null`), and
@@ -241,10 +307,13 @@ impl Git {
     /// is killed when dropped.
     pub fn spawn_piped<S: AsRef<OsStr>>(
         &self,
+        place: &Place<'_>,
         args: &[S],
     ) -> Result<tokio::process::Child, GitError> {
-        let mut command = self.prepared(&Place::default(), args)?;
+        let mut command = self.prepared(place, args)?;
+        // Each answer is flushed as it is made, whatever stdout is.
         command
+            .env("GIT_FLUSH", "1")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -366,6 +435,34 @@ async fn bounded(
         crate::process::kill_group(pgid);
     }
     Err(ended)
+}
+
+/// What `stdout` prints up to the first empty `-z` field (two NULs in a
+/// row: no record is empty), with the rest copied into `file`.
+async fn split_at_separator(
+    mut stdout: tokio::process::ChildStdout,
+    mut file: tokio::fs::File,
+) -> std::io::Result<Vec<u8>> {
+    let mut records = Vec::new();
+    let mut chunk = vec![0; 64 * 1024];
+    let mut searched = 0;
+    loop {
+        let read = stdout.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok(records);
+        }
+        records.extend_from_slice(&chunk[..read]);
+        let found = records[searched..].windows(2).position(|w| w == b"\0\0");
+        if let Some(at) = found.map(|at| at + searched) {
+            file.write_all(&records[at + 2..]).await?;
+            records.truncate(at + 1);
+            break;
+        }
+        searched = records.len().saturating_sub(1);
+    }
+    tokio::io::copy(&mut stdout, &mut file).await?;
+    file.flush().await?;
+    Ok(records)
 }
 
 /// Settings every call gets on its command line, which no configuration

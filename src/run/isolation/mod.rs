@@ -36,6 +36,7 @@ mod chain;
 mod checkouts;
 mod conflict;
 pub mod git;
+mod ignores;
 mod landing;
 mod layered;
 mod lineage;
@@ -546,51 +547,31 @@ impl Worktrees {
         let here = Place::default();
         let commit = made.commit;
         change.tree = made.tree;
-        let range = [checkout.base.as_str(), commit.as_str()];
-        let raw_numstat = [
-            "diff",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-renames",
-            "--raw",
-            "--no-abbrev",
-            "--numstat",
-            "-z",
-        ];
-        let whole = [
+        // The listing, the stat and the whole diff from one git: twenty
+        // attempts that finish together each wait for every git they
+        // start. The whole diff goes to its file, not through troupe.
+        let args = [
             "diff",
             "--no-ext-diff",
             "--no-textconv",
             "--no-color",
             "--no-renames",
+            "--raw",
+            "--no-abbrev",
+            "--numstat",
+            "--patch",
             "--binary",
+            "-z",
+            checkout.base.as_str(),
+            commit.as_str(),
         ];
-        // The listing and the whole diff at once: neither needs the other,
-        // and twenty attempts that finish together wait for both.
-        let listing = async {
-            let listed = self
-                .git
-                .run(&here, raw_numstat.iter().chain(&range))
-                .await?;
-            let (raw, counted) = stat::parse_diff(&listed);
-            let refused = admit::refusals(&self.git, &raw).await?;
-            Ok::<_, IsolationError>((raw, counted, refused))
-        };
-        // Written by git straight to the file: a change may be far larger
-        // than troupe should hold.
         let path = self.diff_path(step, attempt);
-        let written = async {
-            let created = path.clone();
-            let file =
-                off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created)))
-                    .await?;
-            let args: Vec<&str> = whole.iter().chain(&range).copied().collect();
-            self.git.run_into(&here, &args, file).await?;
-            Ok::<_, IsolationError>(())
-        };
-        let (listing, written) = tokio::join!(listing, written);
-        let (raw, counted, refused) = listing?;
-        written?;
+        let created = path.clone();
+        let file =
+            off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created))).await?;
+        let listed = self.git.run_split(&here, &args, file).await?;
+        let (raw, counted) = stat::parse_diff(&String::from_utf8_lossy(&listed));
+        let refused = admit::refusals(&self.git, &raw).await?;
         change.refused = refused;
         if change.refused.is_empty() {
             self.records

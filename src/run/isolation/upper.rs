@@ -25,7 +25,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::admit::named;
-use super::git::{Git, GitError, Place};
+use super::git::Git;
 use super::objects::{Objects, tree};
 use super::{IsolationError, io, off_runtime};
 
@@ -209,34 +209,12 @@ async fn ignored(
     layer: &Layer,
     rules: &Path,
 ) -> Result<HashSet<Vec<u8>>, IsolationError> {
-    let mut input = Vec::new();
-    for blob in &layer.blobs {
-        input.extend_from_slice(&blob.path);
-        input.push(0);
-    }
-    if input.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let place = Place {
-        work_tree: Some(rules),
-        index: None,
-    };
-    let args = ["check-ignore", "--no-index", "--stdin", "-z"];
-    let (code, out) = git.output_bytes(&place, &args, Some(input)).await?;
-    // Exit 1: none of them is ignored.
-    if !matches!(code, Some(0 | 1)) {
-        return Err(GitError::Failed {
-            args: args.join(" "),
-            status: format!("{code:?}"),
-            stderr: String::new(),
-        }
-        .into());
-    }
-    Ok(out
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect())
+    let paths: Vec<&[u8]> = layer
+        .blobs
+        .iter()
+        .map(|blob| blob.path.as_slice())
+        .collect();
+    Ok(git.ignores.ignored(git, rules, &paths).await?)
 }
 
 /// The layer's merging directories with no blob in them but ignored

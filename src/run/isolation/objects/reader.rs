@@ -50,7 +50,9 @@ impl Reader {
         }
         let mut live = self.live.lock().await;
         if live.is_none() {
-            let mut child = self.git.spawn_piped(&["cat-file", "--batch"])?;
+            let mut child = self
+                .git
+                .spawn_piped(&Default::default(), &["cat-file", "--batch"])?;
             let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
                 return Err(unexpected(name, "git cat-file has no pipes"));
             };

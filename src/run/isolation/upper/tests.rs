@@ -272,6 +272,20 @@ async fn new_paths_the_ignore_rules_match_stay_out_as_add_a_leaves_them() {
 }
 
 #[tokio::test]
+async fn a_negated_rule_keeps_a_path_the_other_rules_leave_out() {
+    let repo = Repo::new(false).await;
+    // On disk in the base, where the rules are read, and new in the change.
+    write(&repo.base.join("src/.gitignore"), "!wanted.tmp\n");
+    let (upper, full) = repo.case("negated");
+    write(&upper.join("src/.gitignore"), "!wanted.tmp\n");
+    for tree in [&upper, &full] {
+        write(&tree.join("src/wanted.tmp"), "kept\n");
+        write(&tree.join("src/unwanted.tmp"), "left out\n");
+    }
+    repo.check(&upper, &full, Markers::User).await;
+}
+
+#[tokio::test]
 async fn a_layer_of_a_thousand_paths_merges_the_same() {
     let repo = Repo::new(false).await;
     let (upper, full) = repo.case("many");
