@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use super::objects::Objects;
 use super::objects::tree::Edit;
 use super::stat::Raw;
 use super::{IsolationError, git::Git, off_runtime};
@@ -22,32 +23,53 @@ pub(super) struct Link<'a> {
 }
 
 /// The merges of `links`, in order, the first on `head`: each one's
-/// commit and tree.
+/// commit and tree. One job off the run's thread, bounded as a git call
+/// is.
 pub(super) async fn land(
     git: &Git,
     head: &str,
     links: &[Link<'_>],
 ) -> Result<Vec<(String, String)>, IsolationError> {
     let objects = git.objects().await?;
-    let head_tree = objects.tree_of(head).await?;
-    let mut edit = Edit::of(&objects, &head_tree).await?;
+    objects.start()?;
+    let owned: Vec<(String, Vec<Raw>, String)> = links
+        .iter()
+        .map(|link| {
+            (
+                link.commit.to_string(),
+                link.records.to_vec(),
+                link.message.clone(),
+            )
+        })
+        .collect();
+    let (writer, head) = (Arc::clone(&objects), head.to_string());
+    let job = move || merges(&writer, &head, &owned);
+    let said = || "cat-file --batch (the landings' trees)".to_string();
+    match git.bounded(said, off_runtime(job)).await {
+        Ok(done) => done,
+        Err(e) => {
+            objects.kill();
+            Err(e.into())
+        }
+    }
+}
+
+/// Blocking.
+fn merges(
+    objects: &Objects,
+    head: &str,
+    links: &[(String, Vec<Raw>, String)],
+) -> Result<Vec<(String, String)>, IsolationError> {
+    let mut edit = Edit::of(objects, &objects.tree_of(head)?)?;
     let mut parent = head.to_string();
     let mut made = Vec::new();
-    for link in links {
-        for record in link.records {
+    for (merged, records, message) in links {
+        for record in records {
             let path = record.path.as_bytes();
-            edit.set(&objects, path, &record.new_mode, &record.new_id)
-                .await?;
+            edit.set(objects, path, &record.new_mode, &record.new_id)?;
         }
-        let writer = Arc::clone(&objects);
-        let (merged, message) = (link.commit.to_string(), link.message.clone());
-        let written = off_runtime(move || {
-            let tree = edit.write(&writer)?;
-            let commit = writer.write_commit(&tree, &[&parent, &merged], &message)?;
-            Ok((edit, commit, tree))
-        });
-        let (back, commit, tree) = written.await?;
-        edit = back;
+        let tree = edit.write(objects)?;
+        let commit = objects.write_commit(&tree, &[&parent, merged], message)?;
         parent = commit.clone();
         made.push((commit, tree));
     }

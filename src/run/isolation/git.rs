@@ -303,23 +303,37 @@ impl Git {
     }
 
     /// A long-lived `git args`, confined as every call is, with its stdin
-    /// and stdout piped: its caller bounds each exchange (`bounded`). It
-    /// is killed when dropped.
+    /// and stdout as blocking pipes for a thread off the run's to use: its
+    /// caller bounds each exchange (`bounded`, and killing its process
+    /// group). It is killed when dropped. Started on the run's thread.
     pub fn spawn_piped<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
         args: &[S],
-    ) -> Result<tokio::process::Child, GitError> {
+    ) -> Result<(tokio::process::Child, std::fs::File, std::fs::File), GitError> {
         let mut command = self.prepared(place, args)?;
         // Each answer is flushed as it is made, whatever stdout is.
-        command
+        let mut child = command
             .env("GIT_FLUSH", "1")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|source| GitError::Missing { source })
+            .map_err(|source| GitError::Missing { source })?;
+        let pipes = child.stdin.take().zip(child.stdout.take());
+        let Some((input, output)) = pipes else {
+            return Err(GitError::Missing {
+                source: std::io::Error::other("git has no pipes"),
+            });
+        };
+        let blocking = |fd: std::io::Result<std::os::fd::OwnedFd>| {
+            fd.map(std::fs::File::from)
+                .map_err(|source| GitError::Missing { source })
+        };
+        let input = blocking(input.into_owned_fd())?;
+        let output = blocking(output.into_owned_fd())?;
+        Ok((child, input, output))
     }
 
     /// `work` (an exchange with a long-lived git), within the call limit

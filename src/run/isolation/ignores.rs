@@ -2,7 +2,8 @@
 //! long-lived `git check-ignore --stdin` per base on disk instead of a git
 //! process per change: twenty attempts made from one head ask the same
 //! rules, and each process costs milliseconds to start where a question
-//! over its pipe costs microseconds.
+//! over its pipe costs microseconds. It is asked from the blocking thread
+//! that does the rest of a change's work, as the objects' reader is.
 //!
 //! A checker reads each directory's `.gitignore` once, when first asked
 //! about a path under it. A base troupe wrote is never changed; the
@@ -10,11 +11,10 @@
 //! first change on it was read.
 
 use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::git::{Git, GitError, Place};
 
@@ -22,22 +22,10 @@ use super::git::{Git, GitError, Place};
 /// run asks about a few heads at a time.
 const KEPT: usize = 4;
 
-/// The run's checkers, by the base whose rules each reads.
-#[derive(Default)]
-pub struct Ignores {
-    checkers: Mutex<Vec<(PathBuf, Checker)>>,
-}
-
-/// One base's checker, started when first asked, and again after an
-/// answer that failed.
-type Checker = Arc<tokio::sync::Mutex<Option<Live>>>;
-
-struct Live {
-    /// Killed when dropped.
-    _child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
+/// The most bytes of paths written before their answers are read: less
+/// than a pipe holds, so a write never waits on a git that waits for its
+/// answers to be read.
+const ASKED_AT_ONCE: usize = 32 * 1024;
 
 const ARGS: [&str; 6] = [
     "check-ignore",
@@ -48,102 +36,156 @@ const ARGS: [&str; 6] = [
     "--non-matching",
 ];
 
+/// The run's checkers, by the base whose rules each reads.
+#[derive(Default)]
+pub struct Ignores {
+    checkers: Mutex<Vec<(PathBuf, Arc<Checker>)>>,
+}
+
+/// One base's checker, started again after an answer that failed.
+#[derive(Default)]
+pub struct Checker {
+    live: Mutex<Option<Live>>,
+    /// The live checker's process group, to end it without its lock.
+    group: AtomicI32,
+}
+
+struct Live {
+    /// Killed when dropped.
+    _child: tokio::process::Child,
+    input: std::fs::File,
+    output: BufReader<std::fs::File>,
+}
+
 impl Ignores {
-    /// Those of `paths` that the ignore rules of the tree at `rules`
-    /// match.
-    pub async fn ignored(
-        &self,
-        git: &Git,
-        rules: &Path,
-        paths: &[&[u8]],
-    ) -> Result<HashSet<Vec<u8>>, GitError> {
+    /// The checker of the rules of the tree at `rules`, started unless
+    /// it runs. On the run's thread: a child is started there.
+    pub fn checker(&self, git: &Git, rules: &Path) -> Result<Arc<Checker>, GitError> {
+        let checker = {
+            let mut checkers = self.checkers.lock().unwrap_or_else(|e| e.into_inner());
+            let found = checkers.iter().position(|(dir, _)| dir == rules);
+            let entry = match found {
+                Some(at) => checkers.remove(at),
+                None => (rules.to_path_buf(), Arc::default()),
+            };
+            let checker = Arc::clone(&entry.1);
+            checkers.push(entry);
+            if checkers.len() > KEPT {
+                checkers.remove(0);
+            }
+            checker
+        };
+        checker.start(git, rules)?;
+        Ok(checker)
+    }
+}
+
+impl Checker {
+    fn start(&self, git: &Git, rules: &Path) -> Result<(), GitError> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if live.is_some() {
+            return Ok(());
+        }
+        let place = Place {
+            work_tree: Some(rules),
+            index: None,
+        };
+        let (child, input, output) = git.spawn_piped(&place, &ARGS)?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(0);
+        self.group.store(group, Ordering::Relaxed);
+        *live = Some(Live {
+            _child: child,
+            input,
+            output: BufReader::new(output),
+        });
+        Ok(())
+    }
+
+    /// Ends a checker that does not answer; the question waiting on it
+    /// fails.
+    pub fn kill(&self) {
+        let group = self.group.swap(0, Ordering::Relaxed);
+        if group > 0 {
+            crate::process::kill_group(group);
+        }
+    }
+
+    /// Those of `paths` that the rules match. Blocking.
+    pub fn ignored(&self, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, GitError> {
+        let mut ignored = HashSet::new();
         if paths.is_empty() {
-            return Ok(HashSet::new());
+            return Ok(ignored);
         }
-        let checker = self.checker(rules);
-        let mut live = checker.lock().await;
-        if live.is_none() {
-            let place = Place {
-                work_tree: Some(rules),
-                index: None,
-            };
-            let mut child = git.spawn_piped(&place, &ARGS)?;
-            let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-                return Err(broken("it has no pipes"));
-            };
-            *live = Some(Live {
-                _child: child,
-                input,
-                output: BufReader::new(output),
-            });
-        }
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let Some(pipes) = live.as_mut() else {
             return Err(broken("it is not running"));
         };
-        let said = || ARGS.join(" ");
-        let asked = git.bounded(said, ask(pipes, paths)).await;
-        let asked = asked.and_then(|answer| answer);
+        let mut asked = Ok(());
+        for batch in batches(paths) {
+            asked = ask(pipes, batch, &mut ignored);
+            if asked.is_err() {
+                break;
+            }
+        }
         // One that failed may be anywhere in its answer.
-        if asked.is_err() {
+        if let Err(e) = asked {
             *live = None;
+            return Err(broken(&e.to_string()));
         }
-        asked
+        Ok(ignored)
     }
+}
 
-    fn checker(&self, rules: &Path) -> Checker {
-        let mut checkers = self.checkers.lock().unwrap_or_else(|e| e.into_inner());
-        let found = checkers.iter().position(|(dir, _)| dir == rules);
-        let entry = match found {
-            Some(at) => checkers.remove(at),
-            None => (rules.to_path_buf(), Arc::default()),
-        };
-        let checker = Arc::clone(&entry.1);
-        checkers.push(entry);
-        if checkers.len() > KEPT {
-            checkers.remove(0);
+/// `paths` in runs of at most `ASKED_AT_ONCE` bytes (one path at least).
+fn batches<'a>(paths: &'a [&'a [u8]]) -> impl Iterator<Item = &'a [&'a [u8]]> {
+    let mut rest = paths;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-        checker
-    }
+        let mut bytes = 0;
+        let count = rest
+            .iter()
+            .take_while(|path| {
+                bytes += path.len() + 1;
+                bytes <= ASKED_AT_ONCE
+            })
+            .count()
+            .max(1);
+        let (batch, after) = rest.split_at(count);
+        rest = after;
+        Some(batch)
+    })
 }
 
 /// Asks about `paths` and reads one record for each: `<source> <line>
 /// <pattern> <path>`, all but the path empty where nothing matched. A
 /// path whose last match is a negated pattern (`!`) is not ignored.
-/// Paths are written while answers are read: a long list would fill both
-/// pipes otherwise.
-async fn ask(pipes: &mut Live, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, GitError> {
+fn ask(pipes: &mut Live, paths: &[&[u8]], ignored: &mut HashSet<Vec<u8>>) -> std::io::Result<()> {
     let mut question = Vec::new();
     for path in paths {
         question.extend_from_slice(path);
         question.push(0);
     }
-    let Live { input, output, .. } = pipes;
-    let written = async {
-        input.write_all(&question).await?;
-        input.flush().await
-    };
-    let answered = async {
-        let mut ignored = HashSet::new();
-        for _ in paths {
-            let mut fields = Vec::with_capacity(4);
-            for _ in 0..4 {
-                let mut field = Vec::new();
-                output.read_until(0, &mut field).await?;
-                if field.pop() != Some(0) {
-                    return Err(std::io::Error::other("its answer ended early"));
-                }
-                fields.push(field);
+    pipes.input.write_all(&question)?;
+    for _ in paths {
+        let mut fields = Vec::with_capacity(4);
+        for _ in 0..4 {
+            let mut field = Vec::new();
+            pipes.output.read_until(0, &mut field)?;
+            if field.pop() != Some(0) {
+                return Err(std::io::Error::other("its answer ended early"));
             }
-            let matched = !fields[0].is_empty() && !fields[2].starts_with(b"!");
-            if matched {
-                ignored.insert(fields.swap_remove(3));
-            }
+            fields.push(field);
         }
-        Ok(ignored)
-    };
-    let (written, answered) = tokio::join!(written, answered);
-    written.map_err(|e| broken(&e.to_string()))?;
-    answered.map_err(|e| broken(&e.to_string()))
+        if !fields[0].is_empty() && !fields[2].starts_with(b"!") {
+            ignored.insert(fields.swap_remove(3));
+        }
+    }
+    Ok(())
 }
 
 fn broken(why: &str) -> GitError {

@@ -486,6 +486,14 @@ impl Worktrees {
     /// read-only to a worker where the sandbox has a mount namespace).
     /// troupe itself never reads this file back.
     pub async fn relink(&self, checkout: &Checkout) -> Result<(), IsolationError> {
+        let relink = Self::relinking(checkout);
+        off_runtime(relink).await
+    }
+
+    /// `relink`'s file work, for a thread off the run's.
+    fn relinking(
+        checkout: &Checkout,
+    ) -> impl FnOnce() -> Result<(), IsolationError> + Send + 'static {
         let top = match &checkout.layers {
             Some(layers) => &layers.upper,
             None => &checkout.dir,
@@ -495,15 +503,14 @@ impl Worktrees {
         // A layer is not id-mapped: its link is the agent's own, like the
         // rest of it.
         let layered = checkout.layers.is_some();
-        off_runtime(move || {
+        move || {
             crate::fsutil::write_atomic(&pointer, text.as_bytes(), Durability::Atomic)
                 .map_err(io(&pointer))?;
             match layered {
                 true => layered::give_to_agents(&pointer),
                 false => Ok(()),
             }
-        })
-        .await
+        }
     }
 
     /// What the attempt in `checkout` changed: committed on its base, with
@@ -514,7 +521,7 @@ impl Worktrees {
         step: &str,
         attempt: u32,
     ) -> Result<ChangeRecord, IsolationError> {
-        self.relink(checkout).await?;
+        let relink = Self::relinking(checkout);
         let mut change = ChangeRecord {
             base: checkout.base.clone(),
             checkout: crate::protocol::display_in(&self.workspace, &checkout.dir),
@@ -523,13 +530,20 @@ impl Worktrees {
         let message = format!("troupe: {step}, attempt {attempt}");
         let made = match &checkout.layers {
             Some(layers) => {
+                // One trip off the run's thread for both: twenty attempts
+                // that end together each wait for the CPU to come back.
                 let work = layers.work.clone();
-                off_runtime(move || layered::clear_work(&work).map_err(io(&work))).await?;
+                off_runtime(move || {
+                    relink()?;
+                    layered::clear_work(&work).map_err(io(&work))
+                })
+                .await?;
                 let built = self.commit_layer(checkout, layers, &message).await?;
                 change.refused = built.refused;
                 built.made
             }
             None => {
+                off_runtime(relink).await?;
                 change.refused =
                     admit::unfit_files(&checkout.git, &checkout.dir, self.max_file_size).await?;
                 match change.refused.is_empty() {

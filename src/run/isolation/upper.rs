@@ -23,9 +23,11 @@ use std::fs::Metadata;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::admit::named;
 use super::git::Git;
+use super::ignores::Checker;
 use super::objects::{Objects, tree};
 use super::{IsolationError, io, off_runtime};
 
@@ -75,12 +77,16 @@ pub struct UpperChange {
 
 /// The upper directory `upper` laid over the base, committed on it with
 /// `message`: its blobs, the trees along its paths and the commit written
-/// into `git`'s repository by one `git fast-import`, which reads only the
-/// base's trees the paths go through. The upper directory must be still:
-/// read while a worker writes to it, the commit may hold half of a change.
-/// A path the base does not have that the ignore rules in `rules` (the
-/// base's tree on disk) match is left out, as `add -A` leaves it out of a
-/// full checkout's change: a build's output is not a change.
+/// into `git`'s repository by troupe, reading only the base's trees the
+/// paths go through. The upper directory must be still: read while a
+/// worker writes to it, the commit may hold half of a change. A path the
+/// base does not have that the ignore rules in `rules` (the base's tree
+/// on disk) match is left out, as `add -A` leaves it out of a full
+/// checkout's change: a build's output is not a change.
+///
+/// All of it is one job off the run's thread, bounded as a git call is:
+/// with twenty agents ending at once, each trip back to the run's thread
+/// waits its turn for the CPU.
 pub async fn commit_upper(
     git: &Git,
     base: Over<'_>,
@@ -89,19 +95,97 @@ pub async fn commit_upper(
     message: &str,
     max_file_size: Option<u64>,
 ) -> Result<UpperChange, IsolationError> {
-    let owned = upper.to_path_buf();
-    let layer = off_runtime(move || read_layer(&owned, markers, max_file_size)).await?;
-    if !layer.refused.is_empty() {
-        return Ok(UpperChange {
-            made: None,
-            refused: named(layer.refused),
-        });
+    let objects = git.objects().await?;
+    objects.start()?;
+    let checker = git.ignores.checker(git, base.rules)?;
+    let job = Job {
+        objects: Arc::clone(&objects),
+        checker: Arc::clone(&checker),
+        base: base.commit.to_string(),
+        upper: upper.to_path_buf(),
+        markers,
+        message: message.to_string(),
+        max_file_size,
+    };
+    let said = || {
+        format!(
+            "cat-file --batch, check-ignore --stdin (the change in {})",
+            upper.display()
+        )
+    };
+    match git.bounded(said, off_runtime(move || job.run())).await {
+        Ok(done) => done,
+        Err(e) => {
+            objects.kill();
+            checker.kill();
+            Err(e.into())
+        }
     }
-    let made = build(git, base, layer, message).await?;
-    Ok(UpperChange {
-        made: Some(made),
-        refused: Vec::new(),
-    })
+}
+
+/// A change's work, for a blocking thread.
+struct Job {
+    objects: Arc<Objects>,
+    checker: Arc<Checker>,
+    base: String,
+    upper: PathBuf,
+    markers: Markers,
+    message: String,
+    max_file_size: Option<u64>,
+}
+
+impl Job {
+    fn run(self) -> Result<UpperChange, IsolationError> {
+        let layer = read_layer(&self.upper, self.markers, self.max_file_size)?;
+        if !layer.refused.is_empty() {
+            return Ok(UpperChange {
+                made: None,
+                refused: named(layer.refused),
+            });
+        }
+        let made = self.build(layer)?;
+        Ok(UpperChange {
+            made: Some(made),
+            refused: Vec::new(),
+        })
+    }
+
+    /// Writes `layer` as a commit on the base.
+    fn build(&self, mut layer: Layer) -> Result<Made, IsolationError> {
+        let paths: Vec<&[u8]> = layer
+            .blobs
+            .iter()
+            .map(|blob| blob.path.as_slice())
+            .collect();
+        // Left out unless the base has them: a tracked file is never
+        // ignored.
+        let candidates = self.checker.ignored(&paths)?;
+        let bare = bare_dirs(&layer, &candidates);
+        let asked: Vec<&[u8]> = candidates
+            .iter()
+            .map(Vec::as_slice)
+            .chain(bare.iter().map(Vec::as_slice))
+            .collect();
+        let files = base_files(&self.objects, &self.base, &asked)?;
+        layer
+            .blobs
+            .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
+        // A directory of the layer replaces a file of the base at its path.
+        let replaced = bare.into_iter().filter(|dir| files.contains(dir));
+        let removed: Vec<Vec<u8>> = layer
+            .whiteouts
+            .into_iter()
+            .chain(layer.opaque)
+            .chain(replaced)
+            .collect();
+        write::commit(
+            &self.objects,
+            &self.base,
+            &self.message,
+            &removed,
+            layer.blobs,
+        )
+    }
 }
 
 /// What a walk of an upper directory found, each path relative to it.
@@ -140,48 +224,10 @@ enum Entry {
     Refused(String),
 }
 
-/// Writes `layer` as a commit on `over`.
-async fn build(
-    git: &Git,
-    over: Over<'_>,
-    mut layer: Layer,
-    message: &str,
-) -> Result<Made, IsolationError> {
-    // The ignore check and the first use of the objects at once:
-    // neither needs the other.
-    let (candidates, objects) = tokio::join!(ignored(git, &layer, over.rules), git.objects());
-    let (candidates, objects) = (candidates?, objects?);
-    let bare = bare_dirs(&layer, &candidates);
-    let asked: Vec<&[u8]> = candidates
-        .iter()
-        .map(Vec::as_slice)
-        .chain(bare.iter().map(Vec::as_slice))
-        .collect();
-    let files = base_files(&objects, over.commit, &asked).await?;
-    layer
-        .blobs
-        .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
-    // A directory of the layer replaces a file of the base at its path.
-    let replaced: Vec<Vec<u8>> = bare.into_iter().filter(|dir| files.contains(dir)).collect();
-    let removed = layer
-        .whiteouts
-        .into_iter()
-        .chain(layer.opaque)
-        .chain(replaced);
-    write::commit(
-        &objects,
-        over.commit,
-        message,
-        removed.collect(),
-        layer.blobs,
-    )
-    .await
-}
-
 /// Which of `paths` the base has as a file or link (not a directory),
 /// each looked up along its own path: a change costs what it holds, not
 /// the base's size.
-async fn base_files(
+fn base_files(
     objects: &Objects,
     base: &str,
     paths: &[&[u8]],
@@ -190,31 +236,15 @@ async fn base_files(
     if paths.is_empty() {
         return Ok(files);
     }
-    let tree = objects.tree_of(base).await?;
+    let tree = objects.tree_of(base)?;
     for path in paths {
-        if let Some(entry) = tree::entry_at(objects, &tree, path).await?
+        if let Some(entry) = tree::entry_at(objects, &tree, path)?
             && !entry.is_tree()
         {
             files.insert(path.to_vec());
         }
     }
     Ok(files)
-}
-
-/// The blob paths of `layer` that the ignore rules of the tree at `rules`
-/// match: left out of the change unless the base has them (a tracked
-/// file is never ignored).
-async fn ignored(
-    git: &Git,
-    layer: &Layer,
-    rules: &Path,
-) -> Result<HashSet<Vec<u8>>, IsolationError> {
-    let paths: Vec<&[u8]> = layer
-        .blobs
-        .iter()
-        .map(|blob| blob.path.as_slice())
-        .collect();
-    Ok(git.ignores.ignored(git, rules, &paths).await?)
 }
 
 /// The layer's merging directories with no blob in them but ignored

@@ -13,7 +13,7 @@ use flate2::Compression;
 use flate2::write::ZlibEncoder;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat2};
-use nix::sys::stat::{Mode, fstatat};
+use nix::sys::stat::{Mode, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 use sha1::Digest;
 
@@ -150,6 +150,26 @@ fn fill(
     Ok(hasher.hex())
 }
 
+/// The fan-out directory `name` of `objects`, made if missing: flushed
+/// into its parent only when `flush`, since a landing flushes the file
+/// system before anything names what is in it (and git does not flush
+/// it either).
+fn fan_out(objects: BorrowedFd<'_>, name: &str, flush: bool) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    match openat(objects, name, flags, Mode::empty()) {
+        Err(Errno::ENOENT) => {}
+        opened => return opened.map_err(io::Error::from),
+    }
+    match mkdirat(objects, name, Mode::from_bits_truncate(0o777)) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    if flush {
+        nix::unistd::fsync(objects)?;
+    }
+    Ok(openat(objects, name, flags, Mode::empty())?)
+}
+
 fn changed(size: u64) -> io::Error {
     io::Error::other(format!(
         "the file was not {size} bytes when read: it changed while troupe read it"
@@ -159,7 +179,7 @@ fn changed(size: u64) -> io::Error {
 /// The temporary `temp` renamed to `id`'s name, in its fan-out directory.
 /// One there already is the same object: the temporary goes.
 fn place(objects: BorrowedFd<'_>, temp: &str, id: &str, flush: bool) -> io::Result<()> {
-    let fan = crate::fsutil::nofollow::create_dirs_beneath(objects, Path::new(&id[..2]))?;
+    let fan = fan_out(objects, &id[..2], flush)?;
     let name = &id[2..];
     match renameat2(
         objects,

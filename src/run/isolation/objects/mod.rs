@@ -68,7 +68,13 @@ pub struct Objects {
     dir: OwnedFd,
     dir_path: PathBuf,
     reader: reader::Reader,
+    /// Held while the reader is asked, so that of the attempts that ask
+    /// for the same tree at once (twenty made from one head) only the
+    /// first waits for git: the others find it kept.
+    asking: Mutex<()>,
     trees: Mutex<HashMap<String, Arc<Vec<tree::Entry>>>>,
+    /// Commits' trees, as `tree_of` found them.
+    commits: Mutex<HashMap<String, String>>,
 }
 
 impl Objects {
@@ -109,25 +115,59 @@ impl Objects {
             dir,
             dir_path,
             reader: reader::Reader::new(git),
+            asking: Mutex::new(()),
             trees: Mutex::new(HashMap::new()),
+            commits: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The entries of the tree `id`.
-    pub async fn tree(&self, id: &str) -> Result<Arc<Vec<tree::Entry>>, ObjectError> {
+    /// Starts the reader the blocking work below asks; on the run's
+    /// thread.
+    pub fn start(&self) -> Result<(), ObjectError> {
+        self.reader.start()
+    }
+
+    /// Ends a reader that does not answer (a change's work past its
+    /// bound): what waits on it fails.
+    pub fn kill(&self) {
+        self.reader.kill();
+    }
+
+    /// The entries of the tree `id`. Blocking.
+    pub fn tree(&self, id: &str) -> Result<Arc<Vec<tree::Entry>>, ObjectError> {
         if let Some(known) = self.known(id) {
             return Ok(known);
         }
-        let read = self.reader.read(id).await?;
+        let _asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = self.known(id) {
+            return Ok(known);
+        }
+        let read = self.reader.read(id)?;
         self.keep(read)
     }
 
     /// The id of `commit`'s tree, its entries kept for the edit that
-    /// follows.
-    pub async fn tree_of(&self, commit: &str) -> Result<String, ObjectError> {
-        let read = self.reader.read(&format!("{commit}^{{tree}}")).await?;
+    /// follows. Blocking.
+    pub fn tree_of(&self, commit: &str) -> Result<String, ObjectError> {
+        let found = || {
+            let commits = self.commits.lock().unwrap_or_else(|e| e.into_inner());
+            commits.get(commit).cloned()
+        };
+        if let Some(tree) = found() {
+            return Ok(tree);
+        }
+        let _asking = self.asking.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tree) = found() {
+            return Ok(tree);
+        }
+        let read = self.reader.read(&format!("{commit}^{{tree}}"))?;
         let id = read.id.clone();
         self.keep(read)?;
+        let mut commits = self.commits.lock().unwrap_or_else(|e| e.into_inner());
+        if commits.len() >= TREES_KEPT {
+            commits.clear();
+        }
+        commits.insert(commit.to_string(), id.clone());
         Ok(id)
     }
 

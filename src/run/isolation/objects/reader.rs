@@ -3,12 +3,18 @@
 //! where a git process for it would take milliseconds to start. Git
 //! still does the reading (packs, deltas, alternates, replaced objects),
 //! confined as each of troupe's git calls is.
+//!
+//! It is asked from the blocking thread that does the rest of a change's
+//! work, so a change makes one trip off the run's thread and back rather
+//! than one for each tree: with twenty agents ending at once on two
+//! cores, each trip back waits its turn for the CPU.
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use std::io::{BufRead, BufReader, Read as _, Write};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::ObjectError;
-use crate::run::isolation::git::Git;
+use crate::run::isolation::git::{Git, Place};
 
 /// The largest object troupe reads: far beyond a tree of any real
 /// directory, and a bound on what a repository can make troupe hold.
@@ -21,57 +27,72 @@ pub(super) struct Read {
     pub body: Vec<u8>,
 }
 
-/// The reader, started when first asked, and started again after a call
-/// that failed.
+/// The reader, started before a change's work needs it, and started
+/// again after one that failed.
 pub(super) struct Reader {
     git: Git,
-    live: tokio::sync::Mutex<Option<Live>>,
+    live: Mutex<Option<Live>>,
+    /// The live reader's process group, to end it without its lock (held
+    /// by a read that waits on it).
+    group: AtomicI32,
 }
 
 struct Live {
     /// Killed when dropped.
-    _child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
+    _child: tokio::process::Child,
+    input: std::fs::File,
+    output: BufReader<std::fs::File>,
 }
 
 impl Reader {
     pub(super) fn new(git: Git) -> Reader {
         Reader {
             git,
-            live: tokio::sync::Mutex::new(None),
+            live: Mutex::new(None),
+            group: AtomicI32::new(0),
         }
     }
 
-    /// The object `name` (an id, or `<id>^{tree}`) names.
-    pub(super) async fn read(&self, name: &str) -> Result<Read, ObjectError> {
+    /// Starts the reader unless it runs. On the run's thread: a child is
+    /// started there.
+    pub(super) fn start(&self) -> Result<(), ObjectError> {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if live.is_some() {
+            return Ok(());
+        }
+        let args = ["cat-file", "--batch"];
+        let (child, input, output) = self.git.spawn_piped(&Place::default(), &args)?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(0);
+        self.group.store(group, Ordering::Relaxed);
+        *live = Some(Live {
+            _child: child,
+            input,
+            output: BufReader::new(output),
+        });
+        Ok(())
+    }
+
+    /// Ends a reader that does not answer; the read waiting on it fails.
+    pub(super) fn kill(&self) {
+        let group = self.group.swap(0, Ordering::Relaxed);
+        if group > 0 {
+            crate::process::kill_group(group);
+        }
+    }
+
+    /// The object `name` (an id, or `<id>^{tree}`) names. Blocking.
+    pub(super) fn read(&self, name: &str) -> Result<Read, ObjectError> {
         if name.contains('\n') {
             return Err(unexpected(name, "a name holds no newline"));
         }
-        let mut live = self.live.lock().await;
-        if live.is_none() {
-            let mut child = self
-                .git
-                .spawn_piped(&Default::default(), &["cat-file", "--batch"])?;
-            let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
-                return Err(unexpected(name, "git cat-file has no pipes"));
-            };
-            *live = Some(Live {
-                _child: child,
-                input,
-                output: BufReader::new(output),
-            });
-        }
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let Some(pipes) = live.as_mut() else {
             return Err(unexpected(name, "git cat-file is not running"));
         };
-        let said = || format!("cat-file --batch ({name})");
-        let read = self.git.bounded(said, exchange(pipes, name)).await;
-        let read = match read {
-            Ok(Ok(read)) => Ok(read),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(ObjectError::Git(e)),
-        };
+        let read = exchange(pipes, name);
         // A reader that failed once may be anywhere in its answer.
         if read
             .as_ref()
@@ -83,16 +104,14 @@ impl Reader {
     }
 }
 
-async fn exchange(pipes: &mut Live, name: &str) -> Result<Read, ObjectError> {
+fn exchange(pipes: &mut Live, name: &str) -> Result<Read, ObjectError> {
     let broken = |e: std::io::Error| unexpected(name, &format!("git cat-file: {e}"));
     pipes
         .input
         .write_all(format!("{name}\n").as_bytes())
-        .await
         .map_err(broken)?;
-    pipes.input.flush().await.map_err(broken)?;
     let mut header = String::new();
-    pipes.output.read_line(&mut header).await.map_err(broken)?;
+    pipes.output.read_line(&mut header).map_err(broken)?;
     let fields: Vec<&str> = header.split_whitespace().collect();
     let (id, kind, size) = match fields.as_slice() {
         [id, kind, size] => (*id, *kind, *size),
@@ -118,7 +137,7 @@ async fn exchange(pipes: &mut Live, name: &str) -> Result<Read, ObjectError> {
         ));
     }
     let mut body = vec![0; size + 1];
-    pipes.output.read_exact(&mut body).await.map_err(broken)?;
+    pipes.output.read_exact(&mut body).map_err(broken)?;
     if body.pop() != Some(b'\n') {
         return Err(unexpected(
             name,

@@ -26,19 +26,16 @@ impl Entry {
 }
 
 /// The entry at `path` in the tree `id`, read along that path only.
-pub async fn entry_at(
-    objects: &Objects,
-    id: &str,
-    path: &[u8],
-) -> Result<Option<Entry>, ObjectError> {
+/// Blocking, as every read of a tree is.
+pub fn entry_at(objects: &Objects, id: &str, path: &[u8]) -> Result<Option<Entry>, ObjectError> {
     let (last, dirs) = split(path)?;
-    let mut tree = objects.tree(id).await?;
+    let mut tree = objects.tree(id)?;
     for name in dirs {
         let Some(dir) = tree.iter().find(|e| e.name == name && e.is_tree()) else {
             return Ok(None);
         };
         let id = dir.id.clone();
-        tree = objects.tree(&id).await?;
+        tree = objects.tree(&id)?;
     }
     Ok(tree.iter().find(|e| e.name == last).cloned())
 }
@@ -135,23 +132,24 @@ impl Dir {
     }
 }
 
-/// An edit of a tree, written as new trees when done.
+/// An edit of a tree, written as new trees when done. Blocking: its
+/// reads and writes are a change's work off the run's thread.
 pub struct Edit {
     root: Dir,
 }
 
 impl Edit {
     /// An edit of the tree `id`.
-    pub async fn of(objects: &Objects, id: &str) -> Result<Edit, ObjectError> {
+    pub fn of(objects: &Objects, id: &str) -> Result<Edit, ObjectError> {
         Ok(Edit {
-            root: Dir::of(&objects.tree(id).await?),
+            root: Dir::of(&objects.tree(id)?),
         })
     }
 
     /// Sets `path` to the blob (or link, or gitlink) `id` with `mode`;
     /// what stands in the way of its directories (a file) is replaced by
     /// a directory, as a checkout would have it.
-    pub async fn set(
+    pub fn set(
         &mut self,
         objects: &Objects,
         path: &[u8],
@@ -159,7 +157,7 @@ impl Edit {
         id: &str,
     ) -> Result<(), ObjectError> {
         let (last, dirs) = split(path)?;
-        if let Some(dir) = open(&mut self.root, objects, &dirs, true).await? {
+        if let Some(dir) = open(&mut self.root, objects, &dirs, true)? {
             let node = Node::Kept {
                 mode: stored(mode),
                 id: id.to_string(),
@@ -170,9 +168,9 @@ impl Edit {
     }
 
     /// Removes `path` and all under it; nothing there is nothing to do.
-    pub async fn remove(&mut self, objects: &Objects, path: &[u8]) -> Result<(), ObjectError> {
+    pub fn remove(&mut self, objects: &Objects, path: &[u8]) -> Result<(), ObjectError> {
         let (last, dirs) = split(path)?;
-        if let Some(dir) = open(&mut self.root, objects, &dirs, false).await? {
+        if let Some(dir) = open(&mut self.root, objects, &dirs, false)? {
             dir.entries.remove(last);
         }
         Ok(())
@@ -206,7 +204,7 @@ fn split(path: &[u8]) -> Result<(&[u8], Vec<&[u8]>), ObjectError> {
 
 /// The directory `names` lead to from `dir`, each opened on the way;
 /// with `make`, made where missing or where a file stands.
-async fn open<'a>(
+fn open<'a>(
     mut dir: &'a mut Dir,
     objects: &Objects,
     names: &[&[u8]],
@@ -225,7 +223,7 @@ async fn open<'a>(
         };
         if let Node::Kept { mode, id } = node {
             let opened = match (is_tree(mode), make) {
-                (true, _) => Dir::of(&objects.tree(id).await?),
+                (true, _) => Dir::of(&objects.tree(id)?),
                 (false, true) => Dir::default(),
                 (false, false) => return Ok(None),
             };

@@ -11,7 +11,6 @@
 //! worker's processes are gone.
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
 
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -19,7 +18,7 @@ use nix::sys::stat::Mode;
 use super::{Blob, Content};
 use crate::run::isolation::objects::Objects;
 use crate::run::isolation::objects::tree::Edit;
-use crate::run::isolation::{IsolationError, io, off_runtime};
+use crate::run::isolation::{IsolationError, io};
 
 /// The commit an upper layer made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,32 +36,26 @@ struct Written {
 
 /// The commit on `base` that removes each of `removed` (and all under
 /// it), then sets each of `blobs`. Removals go first, so no blob meets a
-/// path it replaces.
-pub(super) async fn commit(
-    objects: &Arc<Objects>,
+/// path it replaces. Blocking.
+pub(super) fn commit(
+    objects: &Objects,
     base: &str,
     message: &str,
-    removed: Vec<Vec<u8>>,
+    removed: &[Vec<u8>],
     blobs: Vec<Blob>,
 ) -> Result<Made, IsolationError> {
-    let writer = Arc::clone(objects);
-    let written = off_runtime(move || write_blobs(&writer, blobs)).await?;
-    let base_tree = objects.tree_of(base).await?;
-    let mut edit = Edit::of(objects, &base_tree).await?;
-    for path in &removed {
-        edit.remove(objects, path).await?;
+    let written = write_blobs(objects, blobs)?;
+    let base_tree = objects.tree_of(base)?;
+    let mut edit = Edit::of(objects, &base_tree)?;
+    for path in removed {
+        edit.remove(objects, path)?;
     }
     for blob in &written {
-        edit.set(objects, &blob.path, blob.mode, &blob.id).await?;
+        edit.set(objects, &blob.path, blob.mode, &blob.id)?;
     }
-    let writer = Arc::clone(objects);
-    let (base, message) = (base.to_string(), message.to_string());
-    off_runtime(move || {
-        let tree = edit.write(&writer)?;
-        let commit = writer.write_commit(&tree, &[&base], &message)?;
-        Ok(Made { commit, tree })
-    })
-    .await
+    let tree = edit.write(objects)?;
+    let commit = objects.write_commit(&tree, &[base], message)?;
+    Ok(Made { commit, tree })
 }
 
 fn write_blobs(objects: &Objects, blobs: Vec<Blob>) -> Result<Vec<Written>, IsolationError> {
