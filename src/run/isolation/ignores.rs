@@ -11,12 +11,12 @@
 //! first change on it was read.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::git::{Git, GitError, Place};
+use super::piped::{Piped, Pipes};
 
 /// How many checkers are kept, the least recently asked going first: a
 /// run asks about a few heads at a time.
@@ -45,16 +45,7 @@ pub struct Ignores {
 /// One base's checker, started again after an answer that failed.
 #[derive(Default)]
 pub struct Checker {
-    live: Mutex<Option<Live>>,
-    /// The live checker's process group, to end it without its lock.
-    group: AtomicI32,
-}
-
-struct Live {
-    /// Killed when dropped.
-    _child: tokio::process::Child,
-    input: std::fs::File,
-    output: BufReader<std::fs::File>,
+    piped: Piped,
 }
 
 impl Ignores {
@@ -82,35 +73,17 @@ impl Ignores {
 
 impl Checker {
     fn start(&self, git: &Git, rules: &Path) -> Result<(), GitError> {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if live.is_some() {
-            return Ok(());
-        }
         let place = Place {
             work_tree: Some(rules),
             index: None,
         };
-        let (child, input, output) = git.spawn_piped(&place, &ARGS)?;
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .unwrap_or(0);
-        self.group.store(group, Ordering::Relaxed);
-        *live = Some(Live {
-            _child: child,
-            input,
-            output: BufReader::new(output),
-        });
-        Ok(())
+        self.piped.start(git, &place, &ARGS)
     }
 
     /// Ends a checker that does not answer; the question waiting on it
     /// fails.
     pub fn kill(&self) {
-        let group = self.group.swap(0, Ordering::Relaxed);
-        if group > 0 {
-            crate::process::kill_group(group);
-        }
+        self.piped.kill();
     }
 
     /// Those of `paths` that the rules match. Blocking.
@@ -119,23 +92,15 @@ impl Checker {
         if paths.is_empty() {
             return Ok(ignored);
         }
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(pipes) = live.as_mut() else {
-            return Err(broken("it is not running"));
-        };
-        let mut asked = Ok(());
-        for batch in batches(paths) {
-            asked = ask(pipes, batch, &mut ignored);
-            if asked.is_err() {
-                break;
-            }
+        let asked = self.piped.ask(
+            |pipes| batches(paths).try_for_each(|batch| ask(pipes, batch, &mut ignored)),
+            |_| false,
+        );
+        match asked {
+            Some(Ok(())) => Ok(ignored),
+            Some(Err(e)) => Err(broken(&e.to_string())),
+            None => Err(broken("it is not running")),
         }
-        // One that failed may be anywhere in its answer.
-        if let Err(e) = asked {
-            *live = None;
-            return Err(broken(&e.to_string()));
-        }
-        Ok(ignored)
     }
 }
 
@@ -164,7 +129,7 @@ fn batches<'a>(paths: &'a [&'a [u8]]) -> impl Iterator<Item = &'a [&'a [u8]]> {
 /// Asks about `paths` and reads one record for each: `<source> <line>
 /// <pattern> <path>`, all but the path empty where nothing matched. A
 /// path whose last match is a negated pattern (`!`) is not ignored.
-fn ask(pipes: &mut Live, paths: &[&[u8]], ignored: &mut HashSet<Vec<u8>>) -> std::io::Result<()> {
+fn ask(pipes: &mut Pipes, paths: &[&[u8]], ignored: &mut HashSet<Vec<u8>>) -> std::io::Result<()> {
     let mut question = Vec::new();
     for path in paths {
         question.extend_from_slice(path);

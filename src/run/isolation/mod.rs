@@ -41,6 +41,7 @@ mod landing;
 mod layered;
 mod lineage;
 mod objects;
+mod piped;
 mod shared;
 mod stat;
 mod upper;

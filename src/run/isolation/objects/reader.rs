@@ -9,12 +9,11 @@
 //! than one for each tree: with twenty agents ending at once on two
 //! cores, each trip back waits its turn for the CPU.
 
-use std::io::{BufRead, BufReader, Read as _, Write};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::io::{BufRead, Read as _, Write};
 
 use super::ObjectError;
 use crate::run::isolation::git::{Git, Place};
+use crate::run::isolation::piped::{Piped, Pipes};
 
 /// The largest object troupe reads: far beyond a tree of any real
 /// directory, and a bound on what a repository can make troupe hold.
@@ -31,56 +30,26 @@ pub(super) struct Read {
 /// again after one that failed.
 pub(super) struct Reader {
     git: Git,
-    live: Mutex<Option<Live>>,
-    /// The live reader's process group, to end it without its lock (held
-    /// by a read that waits on it).
-    group: AtomicI32,
-}
-
-struct Live {
-    /// Killed when dropped.
-    _child: tokio::process::Child,
-    input: std::fs::File,
-    output: BufReader<std::fs::File>,
+    piped: Piped,
 }
 
 impl Reader {
     pub(super) fn new(git: Git) -> Reader {
         Reader {
             git,
-            live: Mutex::new(None),
-            group: AtomicI32::new(0),
+            piped: Piped::default(),
         }
     }
 
-    /// Starts the reader unless it runs. On the run's thread: a child is
-    /// started there.
+    /// Starts the reader unless it runs. On the run's thread.
     pub(super) fn start(&self) -> Result<(), ObjectError> {
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if live.is_some() {
-            return Ok(());
-        }
         let args = ["cat-file", "--batch"];
-        let (child, input, output) = self.git.spawn_piped(&Place::default(), &args)?;
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .unwrap_or(0);
-        self.group.store(group, Ordering::Relaxed);
-        *live = Some(Live {
-            _child: child,
-            input,
-            output: BufReader::new(output),
-        });
-        Ok(())
+        Ok(self.piped.start(&self.git, &Place::default(), &args)?)
     }
 
     /// Ends a reader that does not answer; the read waiting on it fails.
     pub(super) fn kill(&self) {
-        let group = self.group.swap(0, Ordering::Relaxed);
-        if group > 0 {
-            crate::process::kill_group(group);
-        }
+        self.piped.kill();
     }
 
     /// The object `name` (an id, or `<id>^{tree}`) names. Blocking.
@@ -88,23 +57,14 @@ impl Reader {
         if name.contains('\n') {
             return Err(unexpected(name, "a name holds no newline"));
         }
-        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(pipes) = live.as_mut() else {
-            return Err(unexpected(name, "git cat-file is not running"));
-        };
-        let read = exchange(pipes, name);
-        // A reader that failed once may be anywhere in its answer.
-        if read
-            .as_ref()
-            .is_err_and(|e| !matches!(e, ObjectError::Missing { .. }))
-        {
-            *live = None;
-        }
-        read
+        let missing = |e: &ObjectError| matches!(e, ObjectError::Missing { .. });
+        self.piped
+            .ask(|pipes| exchange(pipes, name), missing)
+            .unwrap_or_else(|| Err(unexpected(name, "git cat-file is not running")))
     }
 }
 
-fn exchange(pipes: &mut Live, name: &str) -> Result<Read, ObjectError> {
+fn exchange(pipes: &mut Pipes, name: &str) -> Result<Read, ObjectError> {
     let broken = |e: std::io::Error| unexpected(name, &format!("git cat-file: {e}"));
     pipes
         .input
