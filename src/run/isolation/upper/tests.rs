@@ -24,6 +24,11 @@ struct Repo {
 
 impl Repo {
     async fn new(bare: bool) -> Repo {
+        Repo::of_format(bare, "sha1").await
+    }
+
+    /// A repository whose objects are named by `format`'s hash.
+    async fn of_format(bare: bool, format: &str) -> Repo {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let base = dir.path().join("base");
         let git_dir = match bare {
@@ -31,7 +36,7 @@ impl Repo {
             false => base.join(".git"),
         };
         let mut init = Command::new("git");
-        init.args(["init", "-q"]);
+        init.args(["init", "-q", &format!("--object-format={format}")]);
         match bare {
             true => init.arg("--bare").arg(&git_dir),
             false => init.arg(&base),
@@ -235,8 +240,8 @@ fn root() -> bool {
 
 #[tokio::test]
 async fn new_and_changed_files_modes_and_links_merge_with_the_base() {
-    for bare in [false, true] {
-        let repo = Repo::new(bare).await;
+    for (bare, format) in [(false, "sha1"), (true, "sha1"), (false, "sha256")] {
+        let repo = Repo::of_format(bare, format).await;
         let (upper, full) = repo.case("files");
         for tree in [&upper, &full] {
             write(&tree.join("src/new.rs"), "new\n");
@@ -246,7 +251,7 @@ async fn new_and_changed_files_modes_and_links_merge_with_the_base() {
             write(&tree.join("bin/run.sh"), "#!/bin/sh\n");
             chmod(&tree.join("bin/run.sh"), 0o644);
             write(&tree.join("new/dir/file"), "nested\n");
-            // Past what troupe reads itself: git hashes it from the layer.
+            // Larger than one read: hashed and compressed as it is read.
             write(&tree.join("src/large.txt"), &"a line\n".repeat(20_000));
             let _ = std::fs::remove_file(tree.join("link"));
             symlink("README", tree.join("link")).expect("a link");
