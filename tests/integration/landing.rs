@@ -246,7 +246,7 @@ fn a_run_that_fails_is_not_applied() {
 // timing): each step still gets a commit of its own on the branch and an
 // intent the branch holds, and the branch's moves name every step once.
 // Changes that touch nothing else landed are laid on the head as they
-// are, written together by one fast-import, with no merge-tree.
+// are, written together by troupe, with no merge-tree.
 #[test]
 fn parallel_approvals_each_land_once_with_an_intent_the_branch_holds() {
     let sandbox = Sandbox::new();
