@@ -751,6 +751,7 @@ fn large_repository(bench: &mut Bench) {
     for mode in &modes {
         let setup = Setup::new(&plan, rules.clone());
         repository_of(&setup.ws(), files);
+        settle();
         let mut args = vec!["--max-parallel", parallel.as_str()];
         args.extend(mode.isolation);
         let cpu_before = children_cpu();
@@ -815,6 +816,7 @@ fn peer_dag(bench: &mut Bench) {
         let setup = Setup::new(&plan, rules.clone());
         std::fs::create_dir_all(setup.ws()).expect("workspace");
         std::fs::write(setup.ws().join("README.md"), "a workspace\n").expect("file");
+        settle();
         let mut args = vec!["--max-parallel", slots.as_str()];
         args.extend(mode.isolation);
         let (wall, record) = setup.run_binary(&mode.troupe, &args, mode.env, |_| {});
@@ -839,6 +841,14 @@ fn peer_dag(bench: &mut Bench) {
             wall / shared,
         );
     }
+}
+
+/// Waits for the disk to take what the runs before wrote: on an ext4
+/// a run that follows a full checkout's 38 s of writes otherwise pays
+/// for their writeback, and the modes of one scenario are compared.
+fn settle() {
+    nix::unistd::sync();
+    std::thread::sleep(Duration::from_secs(2));
 }
 
 /// Scenario 4: parse, validate and level a large plan, in-process.
