@@ -530,13 +530,17 @@ fn repository_of(ws: &Path, files: usize) {
         std::fs::create_dir_all(&sub).expect("dir");
         std::fs::write(sub.join(format!("f{i}.txt")), format!("file {i}\n")).expect("file");
     }
+    // Packed, as a user's repository is, and at once: left to itself the
+    // commit of 10,000 loose objects starts a `gc --auto` in the
+    // background, which would take a core from the run it races.
     for args in [
         &["init", "-q"][..],
         &["add", "-A"],
         &["commit", "-q", "-m", "files"],
+        &["gc", "-q"],
     ] {
         let ok = Command::new("git")
-            .args(["-c", "user.name=b", "-c", "user.email=b@b"])
+            .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "gc.auto=0"])
             .args(args)
             .current_dir(ws)
             .stdout(Stdio::null())
