@@ -540,7 +540,14 @@ fn repository_of(ws: &Path, files: usize) {
         &["gc", "-q"],
     ] {
         let ok = Command::new("git")
-            .args(["-c", "user.name=b", "-c", "user.email=b@b", "-c", "gc.auto=0"])
+            .args([
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "-c",
+                "gc.auto=0",
+            ])
             .args(args)
             .current_dir(ws)
             .stdout(Stdio::null())

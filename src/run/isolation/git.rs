@@ -216,18 +216,15 @@ impl Git {
             };
             match (split, out.success) {
                 (Ok(records), true) => Ok(records),
-                (Err(source), true) => Err(GitError::Missing { source }),
+                (Err(e), true) => Err(GitError::Failed {
+                    args: said_of(&owned),
+                    status: "exit 0".to_string(),
+                    stderr: format!("what it printed could not be kept: {e}"),
+                }),
                 (_, false) => Err(failed(&owned, &out)),
             }
         };
-        let said = || {
-            owned
-                .iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let done = self.bounded(said, work).await;
+        let done = self.bounded(|| said_of(&owned), work).await;
         if done.is_err()
             && let Some(pgid) = pgid
         {
@@ -302,40 +299,6 @@ impl Git {
         bounded(command, (stdout, input), self.stop.as_ref(), said).await
     }
 
-    /// A long-lived `git args`, confined as every call is, with its stdin
-    /// and stdout as blocking pipes for a thread off the run's to use: its
-    /// caller bounds each exchange (`bounded`, and killing its process
-    /// group). It is killed when dropped. Started on the run's thread.
-    pub fn spawn_piped<S: AsRef<OsStr>>(
-        &self,
-        place: &Place<'_>,
-        args: &[S],
-    ) -> Result<(tokio::process::Child, std::fs::File, std::fs::File), GitError> {
-        let mut command = self.prepared(place, args)?;
-        // Each answer is flushed as it is made, whatever stdout is.
-        let mut child = command
-            .env("GIT_FLUSH", "1")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| GitError::Missing { source })?;
-        let pipes = child.stdin.take().zip(child.stdout.take());
-        let Some((input, output)) = pipes else {
-            return Err(GitError::Missing {
-                source: std::io::Error::other("git has no pipes"),
-            });
-        };
-        let blocking = |fd: std::io::Result<std::os::fd::OwnedFd>| {
-            fd.map(std::fs::File::from)
-                .map_err(|source| GitError::Missing { source })
-        };
-        let input = blocking(input.into_owned_fd())?;
-        let output = blocking(output.into_owned_fd())?;
-        Ok((child, input, output))
-    }
-
     /// `work` (an exchange with a long-lived git), within the call limit
     /// and unless the run's stop comes first.
     pub async fn bounded<T>(
@@ -357,7 +320,7 @@ impl Git {
     }
 
     /// `git args` for `place`, confined, not started.
-    fn prepared<S: AsRef<OsStr>>(
+    pub(super) fn prepared<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
         args: &[S],
@@ -451,6 +414,13 @@ async fn bounded(
     Err(ended)
 }
 
+fn said_of(args: &[std::ffi::OsString]) -> String {
+    args.iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// What `stdout` prints up to the first empty `-z` field (two NULs in a
 /// row: no record is empty), with the rest copied into `file`.
 async fn split_at_separator(
@@ -528,11 +498,7 @@ fn command() -> Command {
 
 fn failed(args: &[std::ffi::OsString], out: &Output) -> GitError {
     GitError::Failed {
-        args: args
-            .iter()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" "),
+        args: said_of(args),
         status: match out.code {
             Some(code) => format!("exit {code}"),
             None => "killed".to_string(),

@@ -14,7 +14,7 @@ use super::git::{Git, GitError, Place};
 pub struct Piped {
     live: Mutex<Option<Pipes>>,
     /// The live git's process group, to end it while a question holds
-    /// the lock.
+    /// the lock; 0 once it was ended.
     group: AtomicI32,
 }
 
@@ -31,10 +31,11 @@ impl Piped {
     /// a child is started there.
     pub fn start(&self, git: &Git, place: &Place<'_>, args: &[&str]) -> Result<(), GitError> {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        if live.is_some() {
+        // One that was killed is started again.
+        if live.is_some() && self.group.load(Ordering::Relaxed) > 0 {
             return Ok(());
         }
-        let (child, input, output) = git.spawn_piped(place, args)?;
+        let (child, input, output) = spawn(git, place, args)?;
         let group = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -74,4 +75,38 @@ impl Piped {
         }
         Some(asked)
     }
+}
+
+/// A long-lived `git args`, confined as every call is, with its stdin and
+/// stdout as blocking pipes for a thread off the run's to use: its caller
+/// bounds each exchange (`Git::bounded`, and killing its process group).
+/// It is killed when dropped. Started on the run's thread.
+fn spawn(
+    git: &Git,
+    place: &Place<'_>,
+    args: &[&str],
+) -> Result<(tokio::process::Child, std::fs::File, std::fs::File), GitError> {
+    let mut command = git.prepared(place, args)?;
+    // Each answer is flushed as it is made, whatever stdout is.
+    let mut child = command
+        .env("GIT_FLUSH", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| GitError::Missing { source })?;
+    let pipes = child.stdin.take().zip(child.stdout.take());
+    let Some((input, output)) = pipes else {
+        return Err(GitError::Missing {
+            source: std::io::Error::other("git has no pipes"),
+        });
+    };
+    let blocking = |fd: std::io::Result<std::os::fd::OwnedFd>| {
+        fd.map(std::fs::File::from)
+            .map_err(|source| GitError::Missing { source })
+    };
+    let input = blocking(input.into_owned_fd())?;
+    let output = blocking(output.into_owned_fd())?;
+    Ok((child, input, output))
 }
