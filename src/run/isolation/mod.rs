@@ -409,7 +409,7 @@ impl Worktrees {
             self.common.clone(),
         );
         let made_in = step_dir.clone();
-        off_runtime(move || make_checkout_dirs(&made_in, made)).await?;
+        let make_dirs = move || make_checkout_dirs(&made_in, made);
         let mut checkout = Checkout {
             dir,
             base,
@@ -441,7 +441,13 @@ impl Worktrees {
                 );
                 let dirs = [layers.upper.clone(), layers.work.clone()];
                 let hidden = bases.hidden_from(&layers.base);
+                checkout.layers = Some(layers.clone());
+                // With nothing carried, the whole checkout is one trip off
+                // the run's thread: twenty steps that start together each
+                // wait for the CPU to come back from every one.
+                let finish = rebased.is_none().then(|| Self::relinking(&checkout));
                 off_runtime(move || {
+                    make_dirs()?;
                     for dir in &dirs {
                         nofollow::create_new_dir(dir).map_err(io(dir))?;
                     }
@@ -452,18 +458,23 @@ impl Worktrees {
                     if std::fs::hard_link(&index.0, &index.1).is_err() {
                         std::fs::copy(&index.0, &index.1).map_err(io(&index.1))?;
                     }
+                    if let Some(relink) = finish {
+                        layered::give_to_agents(&dirs[0])?;
+                        relink()?;
+                    }
                     Ok(())
                 })
                 .await?;
                 if let Some(rebased) = &rebased {
                     let scratch = step_dir.join(format!("carry-{attempt}.index"));
                     carry::seed(&self.git, rebased, &layers.upper, &scratch).await?;
+                    let upper = layers.upper.clone();
+                    off_runtime(move || layered::give_to_agents(&upper)).await?;
+                    self.relink(&checkout).await?;
                 }
-                let upper = layers.upper.clone();
-                off_runtime(move || layered::give_to_agents(&upper)).await?;
-                checkout.layers = Some(layers);
             }
             None => {
+                off_runtime(make_dirs).await?;
                 let place = Place {
                     work_tree: Some(&checkout.dir),
                     index: None,
@@ -473,10 +484,10 @@ impl Worktrees {
                     .git
                     .run(&place, ["read-tree", "--reset", "-u", start])
                     .await?;
+                self.relink(&checkout).await?;
             }
         }
         checkout.carried = rebased.map(|r| r.paths);
-        self.relink(&checkout).await?;
         Ok(checkout)
     }
 
