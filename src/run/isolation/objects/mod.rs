@@ -284,3 +284,68 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str], input: Option<&[u8]>) -> String {
+        use std::io::Write as _;
+        let mut child = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@localhost")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@localhost")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("git runs");
+        if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+            stdin.write_all(input).expect("git reads");
+        }
+        let out = child.wait_with_output().expect("git ends");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn repository() -> (tempfile::TempDir, Git) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        git(dir.path(), &["init", "-q"], None);
+        std::fs::write(dir.path().join("a.txt"), "a\n").expect("a file");
+        git(dir.path(), &["add", "-A"], None);
+        git(dir.path(), &["commit", "-q", "-m", "one"], None);
+        let repo = Git::new(dir.path().join(".git"));
+        (dir, repo)
+    }
+
+    #[tokio::test]
+    async fn what_troupe_writes_git_reads_as_the_same_object() {
+        let (dir, repo) = repository();
+        let objects = repo.objects().await.expect("the objects");
+        let body = b"some bytes\n\0and a NUL\n";
+        let written = objects.write_bytes("blob", body).expect("written");
+        let hashed = git(dir.path(), &["hash-object", "--stdin"], Some(body));
+        assert_eq!(written, hashed);
+        let read = git(dir.path(), &["cat-file", "blob", &written], None);
+        assert_eq!(read.as_bytes(), b"some bytes\n\0and a NUL");
+        git(dir.path(), &["fsck", "--strict", "--no-dangling"], None);
+    }
+
+    #[tokio::test]
+    async fn a_killed_reader_fails_what_waits_on_it_and_starts_again() {
+        let (_dir, repo) = repository();
+        let objects = repo.objects().await.expect("the objects");
+        objects.start().expect("started");
+        let tree = objects.tree_of("HEAD").expect("HEAD's tree");
+        objects.kill();
+        // Nothing kept answers for it: the killed reader must.
+        assert!(objects.reader.read(&tree).is_err());
+        objects.start().expect("started again");
+        assert_eq!(objects.tree(&tree).expect("read").len(), 1);
+    }
+}
