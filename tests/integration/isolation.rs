@@ -54,7 +54,7 @@ pub fn writes(path: &str, content: &str, delay_ms: u64) -> Vec<Value> {
 }
 
 /// A worker that runs `command` (after `delay_ms`), then finishes.
-fn runs(command: &str, delay_ms: u64) -> Vec<Value> {
+pub fn runs(command: &str, delay_ms: u64) -> Vec<Value> {
     vec![
         json!({"delay_ms": delay_ms, "tool_calls": [{"name": "run_command", "arguments": {"command": command}}]}),
         json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ran it"}}]}),

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::common::{Sandbox, troupe};
 use crate::faults::wait_for;
-use crate::isolation::{NINE, git, on_branch, repository, writes};
+use crate::isolation::{NINE, git, on_branch, repository, runs, writes};
 use crate::kills::{git_wrapped, path_before};
 use crate::team::{
     TeamRun, approving_reviewer, finish_team_run, planner, step, team_command, team_run,
@@ -239,6 +239,49 @@ fn a_run_that_fails_is_not_applied() {
         "{}",
         team.run.stderr
     );
+}
+
+// A file name that is not UTF-8 lands under its own bytes, however its
+// change lands: the first fast-forwards, and the others are merged by git,
+// since troupe's records of a change hold its paths as text and would lay
+// such a name on the head changed.
+#[test]
+fn names_that_are_not_utf8_land_as_they_are() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ids: Vec<String> = (0..4).map(|n| format!("q{n}")).collect();
+    let mut rules = vec![planner(json!(
+        ids.iter().map(|id| step(id, &[])).collect::<Vec<_>>()
+    ))];
+    rules.extend(ids.iter().map(|id| {
+        let command = format!("printf {id} > \"$(printf '{id}-\\377.txt')\"");
+        worker_rule(id, runs(&command, 0))
+    }));
+    rules.push(approving_reviewer());
+    let extra = [
+        "--max-replans",
+        "0",
+        "--no-apply",
+        "--isolation",
+        "worktree",
+    ];
+    let team = finish_team_run(&sandbox, team_command(&sandbox, rules, &extra));
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let listed = std::process::Command::new("git")
+        .args(["ls-tree", "-z", "--name-only", &branch(&team)])
+        .current_dir(sandbox.ws())
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let names: Vec<&[u8]> = listed.stdout.split(|b| *b == 0).collect();
+    for id in &ids {
+        let name = [id.as_bytes(), b"-\xff.txt"].concat();
+        assert!(
+            names.contains(&name.as_slice()),
+            "{id}'s file is not on the branch under its own name: {:?}",
+            String::from_utf8_lossy(&listed.stdout)
+        );
+    }
 }
 
 // Approvals that arrive while the branch is busy land together, one move
