@@ -147,7 +147,8 @@ impl Objects {
     }
 
     /// The id of `commit`'s tree, its entries kept for the edit that
-    /// follows. Blocking.
+    /// follows; remembered for a commit named by its id (a name such as
+    /// `HEAD` may name another commit next time). Blocking.
     pub fn tree_of(&self, commit: &str) -> Result<String, ObjectError> {
         let found = || {
             let commits = self.commits.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,11 +164,15 @@ impl Objects {
         let read = self.reader.read(&format!("{commit}^{{tree}}"))?;
         let id = read.id.clone();
         self.keep(read)?;
-        let mut commits = self.commits.lock().unwrap_or_else(|e| e.into_inner());
-        if commits.len() >= TREES_KEPT {
-            commits.clear();
+        let named_by_id = commit.len() == 2 * self.format.raw_len()
+            && commit.bytes().all(|b| b.is_ascii_hexdigit());
+        if named_by_id {
+            let mut commits = self.commits.lock().unwrap_or_else(|e| e.into_inner());
+            if commits.len() >= TREES_KEPT {
+                commits.clear();
+            }
+            commits.insert(commit.to_string(), id.clone());
         }
-        commits.insert(commit.to_string(), id.clone());
         Ok(id)
     }
 
