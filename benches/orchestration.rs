@@ -572,17 +572,26 @@ fn repository_of(ws: &Path, files: usize) {
 }
 
 /// Scenario 8: what a step's checkout and landing cost on a repository of
-/// 1,000 and of 10,000 files, in-process, through the same calls a run
-/// makes, with full checkouts and with copy-on-write ones (whose writes
-/// the benchmark puts in the upper layer, as the overlay would).
+/// 1,000, 10,000 and 100,000 files, in-process, through the same calls a
+/// run makes, with full checkouts and with copy-on-write ones (whose
+/// writes the benchmark puts in the upper layer, as the overlay would).
+/// The largest gets copy-on-write ones only: the target is theirs, and
+/// three full checkouts of it would take minutes.
 fn worktree_cost(bench: &mut Bench) {
-    let sizes: &[usize] = if bench.quick { &[200] } else { &[1000, 10_000] };
+    let sizes: &[usize] = if bench.quick {
+        &[200]
+    } else {
+        &[1000, 10_000, 100_000]
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     for &files in sizes {
         for layered in [false, true] {
+            if files > 10_000 && !layered {
+                continue;
+            }
             worktree_cost_of(bench, &runtime, files, layered);
         }
     }
@@ -598,6 +607,7 @@ fn worktree_cost_of(
         let dir = tempfile::tempdir().expect("temp dir");
         let ws = dir.path().join("ws");
         repository_of(&ws, files);
+        settle();
         let run_dir = ws.join("sub_agent_results").join("run_bench");
         std::fs::create_dir_all(&run_dir).expect("run dir");
         let ms = |since: Instant| since.elapsed().as_secs_f64() * 1000.0;
