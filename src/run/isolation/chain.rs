@@ -16,9 +16,9 @@ use super::{IsolationError, git::Git, off_runtime};
 
 /// One landing: the change's commit (the merge's second parent), its
 /// records and the message.
-pub(super) struct Link<'a> {
-    pub commit: &'a str,
-    pub records: &'a [Raw],
+pub(super) struct Link {
+    pub commit: String,
+    pub records: Vec<Raw>,
     pub message: String,
 }
 
@@ -28,22 +28,12 @@ pub(super) struct Link<'a> {
 pub(super) async fn land(
     git: &Git,
     head: &str,
-    links: &[Link<'_>],
+    links: Vec<Link>,
 ) -> Result<Vec<(String, String)>, IsolationError> {
     let objects = git.objects().await?;
     objects.start()?;
-    let owned: Vec<(String, Vec<Raw>, String)> = links
-        .iter()
-        .map(|link| {
-            (
-                link.commit.to_string(),
-                link.records.to_vec(),
-                link.message.clone(),
-            )
-        })
-        .collect();
     let (writer, head) = (Arc::clone(&objects), head.to_string());
-    let job = move || merges(&writer, &head, &owned);
+    let job = move || merges(&writer, &head, &links);
     let said = || "cat-file --batch (the landings' trees)".to_string();
     match git.bounded(said, off_runtime(job)).await {
         Ok(done) => done,
@@ -58,12 +48,17 @@ pub(super) async fn land(
 fn merges(
     objects: &Objects,
     head: &str,
-    links: &[(String, Vec<Raw>, String)],
+    links: &[Link],
 ) -> Result<Vec<(String, String)>, IsolationError> {
     let mut edit = Edit::of(objects, &objects.tree_of(head)?)?;
     let mut parent = head.to_string();
     let mut made = Vec::new();
-    for (merged, records, message) in links {
+    for Link {
+        commit: merged,
+        records,
+        message,
+    } in links
+    {
         for record in records {
             let path = record.path.as_bytes();
             edit.set(objects, path, &record.new_mode, &record.new_id)?;

@@ -175,7 +175,7 @@ impl Worktrees {
     }
 
     /// Writes the merges of `chained` (already in `head`'s lineage, last)
-    /// on `head`, in one stream; a stream that fails fails each of them.
+    /// on `head`, at once; a write that fails fails each of them.
     async fn land_chain(&self, head: &mut Head, chained: Vec<Waiting>, made: &mut Vec<Made>) {
         if chained.is_empty() {
             return;
@@ -183,12 +183,12 @@ impl Worktrees {
         let links: Vec<chain::Link> = chained
             .iter()
             .map(|waiting| chain::Link {
-                commit: &waiting.commit,
-                records: waiting.records.as_deref().unwrap_or_default(),
+                commit: waiting.commit.clone(),
+                records: waiting.records.clone().unwrap_or_default(),
                 message: landing_message(&[waiting]),
             })
             .collect();
-        let written = chain::land(&self.git, &head.commit, &links).await;
+        let written = chain::land(&self.git, &head.commit, links).await;
         let kept = head.lineage.len() - chained.len();
         match written {
             Ok(merges) => {
