@@ -660,6 +660,12 @@ fn worktree_cost_of(
             trees.discard(&first).await;
             let discard = ms(started);
             trees.discard(&second).await;
+            // A dependent's start: the first checkout of the head the
+            // landings made, whose base nothing has written yet.
+            let started = Instant::now();
+            let third = trees.checkout("c", 1).await.expect("checkout");
+            let landed_head = ms(started);
+            trees.discard(&third).await;
             trees.finish().await;
             [
                 snapshot,
@@ -669,6 +675,7 @@ fn worktree_cost_of(
                 forward,
                 merge,
                 discard,
+                landed_head,
             ]
         });
         const S: &str = "8. worktree cost";
@@ -680,6 +687,7 @@ fn worktree_cost_of(
             "land, fast-forward",
             "land, three-way merge",
             "remove the checkout",
+            "first checkout of a landed head",
         ];
         let kind = match layered {
             true => "copy-on-write",
