@@ -270,6 +270,13 @@ pub async fn apply(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(ApplyError::Remove { path: full, source }),
         }
+        // The directories the removal emptied go too, as git's own
+        // checkout removes them: a step's `rm -r dir` leaves no `dir/`.
+        for above in Path::new(path).ancestors().skip(1) {
+            if above.as_os_str().is_empty() || std::fs::remove_dir(workspace.join(above)).is_err() {
+                break;
+            }
+        }
     }
     for path in meanwhile {
         let (Some(base), Some(theirs)) = (old.get(&path), new.get(&path)) else {
