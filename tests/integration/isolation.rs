@@ -352,6 +352,76 @@ fn a_dependent_step_sees_its_dependency_and_not_a_running_sibling() {
     assert!(on_branch(&team, "b.txt").is_some(), "b landed after");
 }
 
+/// A later head's checkout shows what landed since the snapshot and
+/// nothing else: the edit, and neither the file nor the directory the
+/// dependency deleted (copy-on-write, its base is a thin layer of those
+/// over the workspace); its index agrees with its files.
+fn a_dependent_sees_the_files_its_dependency_changed_and_deleted(as_user: bool) {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ws = sandbox.ws();
+    for (path, content) in [
+        ("gone.txt", "gone\n"),
+        ("old/x.txt", "x\n"),
+        ("old/deeper/y.txt", "y\n"),
+        ("keep/z.txt", "z\n"),
+    ] {
+        std::fs::create_dir_all(ws.join(path).parent().unwrap()).unwrap();
+        std::fs::write(ws.join(path), content).unwrap();
+    }
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "more"]);
+    let rules = vec![
+        planner(json!([step("a", &[]), step("c", &["a"])])),
+        worker_rule(
+            "a",
+            runs(
+                "printf 'edited\\n' > f.txt && rm gone.txt && rm -r old && mkdir new && echo n > new/n.txt",
+                0,
+            ),
+        ),
+        worker_rule(
+            "c",
+            runs(
+                "{ cat f.txt new/n.txt; ls -A; test -e old && echo OLD; git status --porcelain; } > seen.txt 2>&1",
+                0,
+            ),
+        ),
+        approving_reviewer(),
+    ];
+    let mut command = team_command(
+        &sandbox,
+        rules,
+        &["--isolation", "worktree", "--max-replans", "0"],
+    );
+    if as_user {
+        command = unprivileged(&sandbox, command);
+        command.env("HOME", sandbox.root());
+    }
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let seen = on_branch(&team, "seen.txt").expect("c wrote seen.txt");
+    assert_eq!(
+        seen, "edited\nn\n.git\nf.txt\nkeep\nnew\nseen.txt\n?? seen.txt\n",
+        "what c saw in its checkout"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).unwrap(),
+        "edited\n"
+    );
+    assert!(!ws.join("old").exists(), "the run's deletion was applied");
+}
+
+#[test]
+fn a_dependent_sees_the_files_its_dependency_changed_and_deleted_as_the_caller() {
+    a_dependent_sees_the_files_its_dependency_changed_and_deleted(false);
+}
+
+#[test]
+fn a_dependent_sees_the_files_its_dependency_changed_and_deleted_as_an_ordinary_user() {
+    a_dependent_sees_the_files_its_dependency_changed_and_deleted(true);
+}
+
 /// A worker of `a` that tries to write the user's workspace and the
 /// checkout of its sibling `b`, which is still at work.
 fn escape_rules(ws: &Path) -> Vec<Value> {

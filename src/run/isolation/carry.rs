@@ -109,10 +109,11 @@ pub async fn seed(
 /// A whiteout (a character device 0/0, which the kernel lets anyone
 /// make) at each path of `deleted` in `upper`, unless something the change
 /// writes is there or above it already (a file that became a directory).
-pub fn whiteouts(upper: &Path, deleted: &[String]) -> Result<(), IsolationError> {
+pub fn whiteouts(upper: &Path, deleted: &[impl AsRef<Path>]) -> Result<(), IsolationError> {
     for path in deleted {
         let at = upper.join(path);
-        let mut above: Vec<PathBuf> = Path::new(path)
+        let mut above: Vec<PathBuf> = path
+            .as_ref()
             .ancestors()
             .skip(1)
             .filter(|a| !a.as_os_str().is_empty())

@@ -15,6 +15,10 @@
 //! while they work shows to them, and is theirs only if they change that
 //! file.
 //!
+//! A head the run's landings made is written as a thin layer of what
+//! landed since the snapshot, laid over the workspace (see `thin`), where
+//! the workspace is the snapshot's base; else whole, once.
+//!
 //! A base goes when no attempt uses it and the branch has moved on from
 //! it, and the last one when the run ends.
 
@@ -32,8 +36,9 @@ use crate::protocol::{OverlayLayers, UpperLayer};
 /// One attempt's layers.
 #[derive(Debug, Clone)]
 pub struct Layers {
-    /// The read-only tree of the attempt's base.
-    pub base: PathBuf,
+    /// The read-only trees of the attempt's base, the top one first: its
+    /// tree alone, or a head's thin layer over the workspace.
+    pub lower: Vec<PathBuf>,
     pub upper: PathBuf,
     pub work: PathBuf,
     /// Where the overlay keeps its markers.
@@ -44,7 +49,7 @@ impl Layers {
     /// The worker's overlay: its writes go to its upper layer.
     pub fn for_worker(&self) -> OverlayLayers {
         OverlayLayers {
-            lower: vec![self.base.clone()],
+            lower: self.lower.clone(),
             upper: Some(UpperLayer {
                 dir: self.upper.clone(),
                 work: self.work.clone(),
@@ -53,9 +58,14 @@ impl Layers {
         }
     }
 
+    /// The bottom of the base: the workspace, or a tree troupe wrote.
+    pub fn bottom(&self) -> &Path {
+        self.lower.last().map_or(Path::new(""), PathBuf::as_path)
+    }
+
     /// Whether the merged view holds `file` (relative to the checkout, not
-    /// leaving it): in the upper layer unless a whiteout, else in the base
-    /// unless the upper layer deleted it or something above it.
+    /// leaving it): in the top layer that has it unless a whiteout there,
+    /// and unless a layer above deleted it or something above it.
     pub fn holds(&self, file: &str) -> bool {
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let relative = crate::fsutil::normalize(Path::new(file));
@@ -68,24 +78,25 @@ impl Layers {
         }
         let whiteout =
             |meta: &std::fs::Metadata| meta.file_type().is_char_device() && meta.rdev() == 0;
-        // Anything but a directory above the path in the layer (a whiteout,
-        // a file, a link the worker made) hides it, and is never followed
-        // out of the layer to answer.
-        let hidden = relative.ancestors().skip(1).any(|above| {
-            !above.as_os_str().is_empty()
-                && self
-                    .upper
-                    .join(above)
-                    .symlink_metadata()
-                    .is_ok_and(|meta| !meta.is_dir())
-        });
-        if hidden {
-            return false;
+        for layer in std::iter::once(&self.upper).chain(&self.lower) {
+            // Anything but a directory above the path in a layer (a
+            // whiteout, a file, a link the worker made) hides it, and is
+            // never followed out of the layer to answer.
+            let hidden = relative.ancestors().skip(1).any(|above| {
+                !above.as_os_str().is_empty()
+                    && layer
+                        .join(above)
+                        .symlink_metadata()
+                        .is_ok_and(|meta| !meta.is_dir())
+            });
+            if hidden {
+                return false;
+            }
+            if let Ok(meta) = layer.join(&relative).symlink_metadata() {
+                return !whiteout(&meta);
+            }
         }
-        if let Ok(meta) = self.upper.join(&relative).symlink_metadata() {
-            return !whiteout(&meta);
-        }
-        self.base.join(&relative).symlink_metadata().is_ok()
+        false
     }
 
     /// The reviewer's: the same layers, mounted read-only, so that nobody
@@ -150,6 +161,9 @@ pub struct Bases {
     /// The snapshot's commit, the workspace that holds it, and what an
     /// attempt on it hides; `None` when the workspace is not used so.
     workspace: Option<(String, PathBuf, Vec<String>)>,
+    /// Where the thin layers of later heads are kept, and whether that
+    /// directory could be made (when first needed).
+    thin: Option<(PathBuf, std::sync::OnceLock<bool>)>,
     /// Where the agents' overlays keep their markers: troupe as root
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
@@ -166,7 +180,8 @@ pub struct Bases {
 
 #[derive(Debug, Default)]
 struct Base {
-    written: Arc<OnceCell<PathBuf>>,
+    /// Its layers, the top one first.
+    written: Arc<OnceCell<Vec<PathBuf>>>,
     users: usize,
 }
 
@@ -177,7 +192,12 @@ impl Bases {
         workspace: &Path,
         hidden: Option<Vec<String>>,
     ) -> Bases {
+        let thin = match hidden {
+            Some(_) => super::thin::place(run_dir, workspace),
+            None => None,
+        };
         Bases {
+            thin: thin.map(|dir| (dir, std::sync::OnceLock::new())),
             workspace: hidden.map(|hidden| (snapshot.to_string(), workspace.to_path_buf(), hidden)),
             markers: match crate::sandbox::privileged() {
                 true => Markers::Trusted,
@@ -197,9 +217,9 @@ impl Bases {
         self.dir.join(format!("{commit}.index"))
     }
 
-    /// The base of `commit`, written now if no attempt made it yet; the
-    /// caller uses it until `release`.
-    pub async fn take(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
+    /// The layers of the base of `commit`, the top one first, written now
+    /// if no attempt made them yet; the caller uses them until `release`.
+    pub async fn take(&self, git: &Git, commit: &str) -> Result<Vec<PathBuf>, IsolationError> {
         let written = {
             let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
             let base = made.entry(commit.to_string()).or_default();
@@ -222,7 +242,7 @@ impl Bases {
         }
     }
 
-    async fn write(&self, git: &Git, commit: &str) -> Result<PathBuf, IsolationError> {
+    async fn write(&self, git: &Git, commit: &str) -> Result<Vec<PathBuf>, IsolationError> {
         let index = self.index(commit);
         // What a troupe killed while writing it left (the run is held: it
         // is this run's own scratch).
@@ -248,7 +268,19 @@ impl Bases {
                 };
                 git.run(&place, ["read-tree", commit]).await?;
             }
-            return Ok(workspace.clone());
+            return Ok(vec![workspace.clone()]);
+        }
+        if let (Some((snapshot, workspace, _)), Some(thin)) = (&self.workspace, self.thin_layers())
+        {
+            let layer = thin.join(commit);
+            let indexes = (self.index(snapshot), index.clone());
+            let (seed, index) = (indexes.0.as_path(), indexes.1.as_path());
+            if super::thin::write(git, snapshot, commit, &layer, (seed, index))
+                .await?
+                .is_some()
+            {
+                return Ok(vec![layer, workspace.clone()]);
+            }
         }
         let dir = self.dir.join(commit);
         let (parent, made) = (self.dir.clone(), dir.clone());
@@ -268,7 +300,15 @@ impl Bases {
         };
         git.run(&place, ["read-tree", "--reset", "-u", commit])
             .await?;
-        Ok(dir)
+        Ok(vec![dir])
+    }
+
+    /// The directory of the run's thin layers, made when first asked for;
+    /// `None` where there is none.
+    fn thin_layers(&self) -> Option<&Path> {
+        let (dir, made) = self.thin.as_ref()?;
+        made.get_or_init(|| super::thin::make(dir))
+            .then_some(dir.as_path())
     }
 
     /// An attempt no longer uses the base of `commit`; the bases no
@@ -284,10 +324,20 @@ impl Bases {
     pub async fn remove_all(&self) {
         self.remove_where(|_, _| true).await;
         let _ = std::fs::remove_dir(&self.dir);
+        if let Some((dir, made)) = &self.thin
+            && made.get() == Some(&true)
+        {
+            let dir = dir.clone();
+            let removed = tokio::task::spawn_blocking(move || super::thin::remove(&dir)).await;
+            if let Ok(Err(e)) = removed {
+                crate::tell!("troupe: cannot remove the checkouts' thin layers: {e}");
+            }
+        }
     }
 
-    /// What an attempt whose base is `dir` hides: what the workspace
-    /// holds that the snapshot does not, when `dir` is the workspace.
+    /// What an attempt whose base's bottom is `dir` hides: what the
+    /// workspace holds that the snapshot does not, when `dir` is the
+    /// workspace.
     pub fn hidden_from(&self, dir: &Path) -> Vec<String> {
         match &self.workspace {
             Some((_, ws, hidden)) if ws == dir => hidden.clone(),
@@ -311,11 +361,20 @@ impl Bases {
             for commit in picked {
                 made.remove(&commit);
                 let n = self.gone.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                for (from, kind) in [
-                    (self.index(&commit), "index"),
-                    (self.dir.join(&commit), "tree"),
-                ] {
-                    let aside = self.dir.join(format!(".gone-{n}-{kind}"));
+                let mut held = vec![
+                    (
+                        self.index(&commit),
+                        self.dir.join(format!(".gone-{n}-index")),
+                    ),
+                    (
+                        self.dir.join(&commit),
+                        self.dir.join(format!(".gone-{n}-tree")),
+                    ),
+                ];
+                if let Some((thin, _)) = &self.thin {
+                    held.push((thin.join(&commit), thin.join(format!(".gone-{n}"))));
+                }
+                for (from, aside) in held {
                     if std::fs::rename(&from, &aside).is_ok() {
                         moved.push(aside);
                     }
@@ -403,13 +462,13 @@ mod tests {
     fn a_link_in_the_layer_is_not_followed_out_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let layers = Layers {
-            base: dir.path().join("base"),
+            lower: vec![dir.path().join("base")],
             upper: dir.path().join("upper"),
             work: dir.path().join("work"),
             markers: Markers::User,
         };
-        std::fs::create_dir_all(layers.base.join("kept")).unwrap();
-        std::fs::write(layers.base.join("kept/file"), "base").unwrap();
+        std::fs::create_dir_all(layers.bottom().join("kept")).unwrap();
+        std::fs::write(layers.bottom().join("kept/file"), "base").unwrap();
         std::fs::create_dir_all(&layers.upper).unwrap();
         std::os::unix::fs::symlink("/etc", layers.upper.join("out")).unwrap();
         std::fs::write(layers.upper.join("new"), "new").unwrap();

@@ -44,6 +44,7 @@ mod objects;
 mod piped;
 mod shared;
 mod stat;
+mod thin;
 mod upper;
 mod workspaces;
 mod worktree;
@@ -431,7 +432,7 @@ impl Worktrees {
             Some(bases) => {
                 let layers = layered::Layers {
                     markers: bases.markers,
-                    base: bases.take(&self.git, &checkout.base).await?,
+                    lower: bases.take(&self.git, &checkout.base).await?,
                     upper: step_dir.join(format!("upper-{attempt}")),
                     work: step_dir.join(format!("work-{attempt}")),
                 };
@@ -440,7 +441,7 @@ impl Worktrees {
                     checkout.git.git_dir.join("index"),
                 );
                 let dirs = [layers.upper.clone(), layers.work.clone()];
-                let hidden = bases.hidden_from(&layers.base);
+                let hidden = bases.hidden_from(layers.bottom());
                 checkout.layers = Some(layers.clone());
                 // With nothing carried, the whole checkout is one trip off
                 // the run's thread: twenty steps that start together each
@@ -724,7 +725,7 @@ impl Worktrees {
     ) -> Result<upper::UpperChange, IsolationError> {
         let over = upper::Over {
             commit: &checkout.base,
-            rules: &layers.base,
+            rules: layers.bottom(),
         };
         upper::commit_upper(
             &self.git,
@@ -833,6 +834,9 @@ pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         }
     }
     remove_all(&[run_dir.join("bases")])?;
+    if let Some(thin) = thin::named(run_dir) {
+        thin::remove(&thin)?;
+    }
     Ok(kept)
 }
 

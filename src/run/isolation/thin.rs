@@ -1,0 +1,176 @@
+//! The base of a head the run's landings made, where the workspace is
+//! the snapshot's base: a thin layer of what landed since the snapshot
+//! (the files changed, a whiteout for each path gone), laid over the
+//! workspace, instead of the whole tree written out again. A DAG's every
+//! level starts from such a head, and writing it whole cost a full
+//! checkout of the repository each time (a second per head on 10,000
+//! files); the layer costs what the run changed.
+//!
+//! The kernel refuses a lower layer inside another one, so the layers
+//! cannot be in the run directory, which is in the workspace: they are
+//! kept in a directory of the run's own in the temp directory, named by
+//! the run directory (so that a later troupe on the same run, and `troupe
+//! clean`, find what a killed one left). Only where that directory is on
+//! the workspace's file system, outside the workspace: a file system the
+//! agents' overlays already mount from. Elsewhere, and for a head whose
+//! landings changed what a layer cannot say as the snapshot's base says it
+//! (an ignore file, whose rules the change's check reads from the
+//! workspace; a nested repository), the base is written whole.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use super::git::{Git, Place};
+use super::{IsolationError, io, off_runtime};
+
+/// The run's directory of thin layers, for the run in `run_dir` over
+/// `workspace`; `None` where none can be kept (see the module's doc).
+pub fn place(run_dir: &Path, workspace: &Path) -> Option<PathBuf> {
+    let dir = named(run_dir)?;
+    let temp = dir.parent()?;
+    let workspace = std::fs::canonicalize(workspace).ok()?;
+    let same_disk = std::fs::metadata(temp).ok()?.dev() == std::fs::metadata(run_dir).ok()?.dev();
+    (same_disk && !temp.starts_with(&workspace)).then_some(dir)
+}
+
+/// Where the run in `run_dir` keeps its thin layers, if it keeps them.
+pub fn named(run_dir: &Path) -> Option<PathBuf> {
+    let run = std::fs::metadata(run_dir).ok()?;
+    let temp = std::fs::canonicalize(std::env::temp_dir()).ok()?;
+    Some(temp.join(format!("troupe-layers-{:x}-{:x}", run.dev(), run.ino())))
+}
+
+/// Removes the directory of thin layers at `dir` if this user owns it:
+/// what a killed troupe left, or the run's at its end.
+pub fn remove(dir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() && meta.uid() == nix::unistd::geteuid().as_raw() => {
+            std::fs::remove_dir_all(dir)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Makes the run's directory of thin layers, emptied of what a killed
+/// troupe left; false where it cannot be made as this user's own.
+pub fn make(dir: &Path) -> bool {
+    if remove(dir).is_err() {
+        return false;
+    }
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(dir).is_ok()
+}
+
+/// One record of `git diff-tree --raw -z`.
+struct Record<'a> {
+    new_mode: &'a [u8],
+    deleted: bool,
+    path: &'a [u8],
+}
+
+const TREE: &[u8] = b"040000";
+const GITLINK: &[u8] = b"160000";
+
+fn records(raw: &[u8]) -> Option<Vec<Record<'_>>> {
+    let mut fields = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
+    let mut found = Vec::new();
+    while let Some(meta) = fields.next() {
+        let meta = meta.strip_prefix(b":")?;
+        let parts: Vec<&[u8]> = meta.split(|b| *b == b' ').collect();
+        let [old_mode, new_mode, _, _, status] = parts[..] else {
+            return None;
+        };
+        if old_mode == GITLINK || new_mode == GITLINK {
+            return None;
+        }
+        found.push(Record {
+            new_mode,
+            deleted: status == b"D",
+            path: fields.next()?,
+        });
+    }
+    Some(found)
+}
+
+/// Whether a layer can say what `records` change as the snapshot's base
+/// says it.
+fn layerable(records: &[Record<'_>]) -> bool {
+    !records
+        .iter()
+        .any(|r| r.path.rsplit(|b| *b == b'/').next() == Some(b".gitignore"))
+}
+
+/// Writes the thin layer of `head` into `dir` (made new), with `head`'s
+/// index at `index`: `snapshot`'s index at `seed` merged to `head`, so
+/// that the files the run did not change keep the stat data git read
+/// them with. `None`, with nothing written, when a layer cannot say what
+/// landed since the snapshot.
+pub async fn write(
+    git: &Git,
+    snapshot: &str,
+    head: &str,
+    dir: &Path,
+    (seed, index): (&Path, &Path),
+) -> Result<Option<()>, IsolationError> {
+    let here = Place::default();
+    let args = [
+        "diff-tree",
+        "-r",
+        "-t",
+        "--no-renames",
+        "--raw",
+        "-z",
+        snapshot,
+        head,
+    ];
+    let raw = git.run_bytes(&here, &args, None).await?;
+    let Some(records) = records(&raw).filter(|r| layerable(r)) else {
+        return Ok(None);
+    };
+    let mut written = Vec::new();
+    let mut gone: Vec<PathBuf> = Vec::new();
+    for record in &records {
+        if record.deleted {
+            gone.push(PathBuf::from(std::ffi::OsStr::from_bytes(record.path)));
+        } else if record.new_mode != TREE {
+            written.extend_from_slice(record.path);
+            written.push(0);
+        }
+    }
+    let made = (dir.to_path_buf(), seed.to_path_buf(), index.to_path_buf());
+    let seeded = off_runtime(move || {
+        let (dir, seed, index) = made;
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&dir)(e)),
+            _ => crate::fsutil::nofollow::create_new_dir(&dir).map_err(io(&dir))?,
+        };
+        let _ = std::fs::remove_file(&index);
+        Ok(std::fs::copy(&seed, &index).is_ok())
+    })
+    .await?;
+    let place = Place {
+        work_tree: Some(dir),
+        index: Some(index),
+    };
+    match seeded {
+        true => {
+            git.run(&place, ["read-tree", "-m", "-i", snapshot, head])
+                .await?
+        }
+        false => git.run(&place, ["read-tree", head]).await?,
+    };
+    if !written.is_empty() {
+        let args = ["checkout-index", "-f", "-q", "-z", "--stdin"];
+        git.run_bytes(&place, &args, Some(written)).await?;
+    }
+    // Parents sort before what they hold: a directory gone is one whiteout,
+    // and the paths it held under it are left alone.
+    gone.sort();
+    let dir = dir.to_path_buf();
+    off_runtime(move || super::carry::whiteouts(&dir, &gone)).await?;
+    Ok(Some(()))
+}
+
+#[cfg(test)]
+mod tests;

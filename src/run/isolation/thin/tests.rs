@@ -1,0 +1,162 @@
+//! A landed head's base as a thin layer: the records that decide it,
+//! and the layer a run's checkout gets, on a real repository.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{layerable, records};
+use crate::run::isolation::{Bounds, CheckoutKind, Snapshot, Worktrees};
+
+#[test]
+fn a_changed_ignore_file_or_a_nested_repository_is_written_whole() {
+    let z = "0".repeat(40);
+    let record = |old: &str, new: &str, status: &str, path: &str| {
+        format!(":{old} {new} {z} {z} {status}\0{path}\0")
+    };
+    let plain = record("100644", "100644", "M", "src/lib.rs")
+        + &record("000000", "040000", "A", "new")
+        + &record("100644", "000000", "D", "old.txt");
+    let parsed = records(plain.as_bytes()).expect("records");
+    assert_eq!(parsed.len(), 3);
+    assert!(layerable(&parsed));
+    assert!(parsed[2].deleted);
+    let rules = plain.clone() + &record("100644", "100644", "M", "src/.gitignore");
+    assert!(!layerable(&records(rules.as_bytes()).expect("records")));
+    let nested = plain + &record("000000", "160000", "A", "vendor/lib");
+    assert!(records(nested.as_bytes()).is_none());
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// Deletes `path` in an upper layer as the overlay does (a whiteout);
+/// false where this user may not make one.
+fn whiteout(path: &Path) -> bool {
+    use nix::sys::stat::{Mode, SFlag, mknod};
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("the parent");
+    mknod(path, SFlag::S_IFCHR, Mode::empty(), 0).is_ok()
+}
+
+/// Every path a layer holds, directories left out, with `(whiteout)` after
+/// a whiteout.
+fn held(layer: &Path) -> Vec<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found: Vec<String> = walkdir::WalkDir::new(layer)
+        .into_iter()
+        .map(|entry| entry.expect("a readable layer"))
+        .filter(|entry| !entry.file_type().is_dir())
+        .map(|entry| {
+            let path = entry.path().strip_prefix(layer).expect("inside");
+            match entry.file_type().is_char_device() {
+                true => format!("{} (whiteout)", path.display()),
+                false => path.display().to_string(),
+            }
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ws = dir.path().join("ws");
+    for (path, content) in [
+        ("f.txt", "f\n"),
+        ("gone.txt", "gone\n"),
+        ("old/x.txt", "x\n"),
+        ("old/deeper/y.txt", "y\n"),
+        ("keep/z.txt", "z\n"),
+    ] {
+        std::fs::create_dir_all(ws.join(path).parent().expect("a parent")).expect("a dir");
+        std::fs::write(ws.join(path), content).expect("a file");
+    }
+    for n in 0..50 {
+        std::fs::create_dir_all(ws.join("many")).expect("a dir");
+        std::fs::write(ws.join(format!("many/{n}.txt")), "unchanged\n").expect("a file");
+    }
+    git(&ws, &["init", "-q", "-b", "main"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "start"]);
+    let run_dir = ws.join(crate::protocol::RESULTS_DIR).join("run_t");
+    std::fs::create_dir_all(&run_dir).expect("the run directory");
+    let bounds = Bounds {
+        stop: crate::signal::StopSignal::default(),
+        max_file_size: None,
+        checkouts: CheckoutKind::Layered,
+    };
+    let record = Worktrees::prepare(&ws, &run_dir, "run_t", &bounds.stop)
+        .await
+        .expect("the snapshot");
+    let trees = Worktrees::open(record, &ws, &run_dir, bounds, Snapshot::JustTaken)
+        .await
+        .expect("the branch");
+    let first = trees.checkout("a", 1).await.expect("a checkout");
+    let layers = first.layers.clone().expect("copy-on-write");
+    assert_eq!(
+        layers.lower,
+        vec![ws.clone()],
+        "the snapshot's base is the workspace"
+    );
+    let upper = &layers.upper;
+    if !whiteout(&upper.join("gone.txt")) || !whiteout(&upper.join("old")) {
+        eprintln!("skipped: this user may not make a whiteout (0/0)");
+        return;
+    }
+    std::fs::write(upper.join("f.txt"), "edited\n").expect("an edit");
+    std::fs::create_dir_all(upper.join("new")).expect("a dir");
+    std::fs::write(upper.join("new/n.txt"), "n\n").expect("a new file");
+    let change = trees.change(&first, "a", 1).await.expect("a change");
+    trees.land(&change, "a", 1, true).await.expect("landed");
+    trees.discard(&first).await;
+
+    let second = trees
+        .checkout("c", 1)
+        .await
+        .expect("a checkout of the new head");
+    let layers = second.layers.clone().expect("copy-on-write");
+    assert_eq!(layers.lower.len(), 2, "{:?}", layers.lower);
+    assert_eq!(layers.bottom(), ws.as_path());
+    let thin = layers.lower[0].clone();
+    assert!(!thin.starts_with(&ws), "a lower layer inside another");
+    assert_eq!(
+        held(&thin),
+        [
+            "f.txt",
+            "gone.txt (whiteout)",
+            "new/n.txt",
+            "old (whiteout)"
+        ],
+        "the thin layer holds what landed, and nothing of the rest"
+    );
+    assert_eq!(
+        std::fs::read_to_string(thin.join("f.txt")).expect("f.txt"),
+        "edited\n"
+    );
+    for (path, seen) in [
+        ("f.txt", true),
+        ("new/n.txt", true),
+        ("keep/z.txt", true),
+        ("many/7.txt", true),
+        ("gone.txt", false),
+        ("old/x.txt", false),
+        ("old/deeper/y.txt", false),
+    ] {
+        assert_eq!(layers.holds(path), seen, "{path}");
+    }
+    trees.discard(&second).await;
+    trees.finish().await;
+    assert!(!thin.exists(), "the run's end removes its thin layers");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).expect("f.txt"),
+        "f\n"
+    );
+}
