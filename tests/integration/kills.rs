@@ -95,9 +95,20 @@ fn apply_command(sandbox: &Sandbox, run_id: &str, first: Option<&Path>) -> Comma
 
 /// `troupe run` in the background with `path_first` before PATH.
 fn start_with_path(sandbox: &Sandbox, rules: Vec<Value>, path_first: &Path) -> std::process::Child {
+    start_in_temp(sandbox, rules, path_first, &std::env::temp_dir())
+}
+
+/// `start_with_path` with `temp` as troupe's temp directory.
+fn start_in_temp(
+    sandbox: &Sandbox,
+    rules: Vec<Value>,
+    path_first: &Path,
+    temp: &Path,
+) -> std::process::Child {
     let model = sandbox.script(json!({"rules": rules}));
     let path = path_before(path_first);
     troupe()
+        .env("TMPDIR", temp)
         .args(["run", "test goal", "--model", &model])
         .arg("--workspace")
         .arg(sandbox.ws())
@@ -190,22 +201,44 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
     );
 }
 
+/// Where troupe keeps the thin layers of the run in `run`, with the
+/// temp directory this test has (docs/checkouts.md).
+fn thin_layers_of(run: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(run).unwrap();
+    let temp = std::env::temp_dir().canonicalize().unwrap();
+    temp.join(format!("troupe-layers-{:x}-{:x}", meta.dev(), meta.ino()))
+}
+
+/// A temp directory on another file system than the sandbox's, where
+/// troupe writes a new head's base whole; `None` where there is none.
+fn temp_elsewhere(sandbox: &Sandbox) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let shm = Path::new("/dev/shm");
+    let dev = |path: &Path| std::fs::metadata(path).ok().map(|m| m.dev());
+    (dev(shm).is_some() && dev(shm) != dev(sandbox.root())).then(|| shm.to_path_buf())
+}
+
 #[test]
 fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
     if !crate::overlay::overlays_work() {
         return;
     }
+    let sandbox = Sandbox::new();
+    let Some(elsewhere) = temp_elsewhere(&sandbox) else {
+        eprintln!("skipped: /dev/shm is not another file system, so no head is written whole");
+        return;
+    };
     let clean = Sandbox::new();
     with_log(&clean);
     let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let expected = branch_tree(&clean, &run_id_of(&team.dir));
 
-    let sandbox = Sandbox::new();
     with_log(&sandbox);
     // s2, s3 and s4 start from s1's head: its base is written then.
     let held = git_holding(&sandbox, "read-tree --reset -u", Hold::Before);
-    let mut troupe = start_with_path(&sandbox, diamond(), &held);
+    let mut troupe = start_in_temp(&sandbox, diamond(), &held, &elsewhere);
     wait_for("the base of s1's head", || {
         crate::faults::first_run(&sandbox)
             .and_then(|run| std::fs::read_dir(run.join("bases")).ok())
@@ -229,6 +262,49 @@ fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
     let resumed = team_run_resume_with(&sandbox, diamond(), &run_id, &["--no-apply"]);
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     assert_eq!(branch_tree(&sandbox, &run_id), expected);
+    assert!(!dir.join("bases").exists(), "the bases go with the run");
+}
+
+/// s1's head gets a thin layer over the workspace, in the temp
+/// directory; a troupe killed while git writes it leaves it begun, and
+/// the resumed run (which writes its bases whole: the workspace may have
+/// changed) ends with the uninterrupted result and removes it.
+#[test]
+fn a_thin_layer_cut_off_while_git_wrote_it_goes_and_the_resume_ends_as_uninterrupted() {
+    if !crate::overlay::overlays_work() {
+        return;
+    }
+    let clean = Sandbox::new();
+    with_log(&clean);
+    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let expected = branch_tree(&clean, &run_id_of(&team.dir));
+
+    let sandbox = Sandbox::new();
+    with_log(&sandbox);
+    let held = git_holding(&sandbox, "read-tree -m -u", Hold::Before);
+    let mut troupe = start_with_path(&sandbox, diamond(), &held);
+    wait_for("the thin layer of s1's head", || {
+        crate::faults::first_run(&sandbox)
+            .and_then(|run| std::fs::read_dir(thin_layers_of(&run)).ok())
+            .is_some_and(|mut layers| layers.any(|l| l.is_ok_and(|l| l.path().is_dir())))
+    });
+    troupe.kill().unwrap();
+    wait_exit(&mut troupe);
+    let dir = run_dir(&sandbox);
+    let thin = thin_layers_of(&dir);
+    let layer = std::fs::read_dir(&thin)
+        .unwrap()
+        .map(|l| l.unwrap().path())
+        .find(|l| l.is_dir())
+        .unwrap();
+    std::fs::write(layer.join("s1.txt"), "be").unwrap();
+
+    let run_id = run_id_of(&dir);
+    let resumed = team_run_resume_with(&sandbox, diamond(), &run_id, &["--no-apply"]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(branch_tree(&sandbox, &run_id), expected);
+    assert!(!thin.exists(), "the thin layers go with the run");
     assert!(!dir.join("bases").exists(), "the bases go with the run");
 }
 

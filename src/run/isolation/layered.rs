@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::git::{Git, Place};
+use super::lineage::Landed;
 use super::upper::Markers;
 use super::{IsolationError, io, off_runtime};
 use crate::protocol::{OverlayLayers, UpperLayer};
@@ -161,9 +162,10 @@ pub struct Bases {
     /// The snapshot's commit, the workspace that holds it, and what an
     /// attempt on it hides; `None` when the workspace is not used so.
     workspace: Option<(String, PathBuf, Vec<String>)>,
-    /// Where the thin layers of later heads are kept, and whether that
-    /// directory could be made (when first needed).
-    thin: Option<(PathBuf, std::sync::OnceLock<bool>)>,
+    /// Where the thin layers of later heads are kept (or a killed troupe
+    /// of the run kept them), whether this run may keep them there, and
+    /// whether that directory could be made (when first needed).
+    thin: Option<(PathBuf, bool, OnceCell<bool>)>,
     /// Where the agents' overlays keep their markers: troupe as root
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
@@ -192,12 +194,9 @@ impl Bases {
         workspace: &Path,
         hidden: Option<Vec<String>>,
     ) -> Bases {
-        let thin = match hidden {
-            Some(_) => super::thin::place(run_dir, workspace),
-            None => None,
-        };
+        let usable = hidden.is_some() && super::thin::place(run_dir, workspace).is_some();
         Bases {
-            thin: thin.map(|dir| (dir, std::sync::OnceLock::new())),
+            thin: super::thin::named(run_dir).map(|dir| (dir, usable, OnceCell::new())),
             workspace: hidden.map(|hidden| (snapshot.to_string(), workspace.to_path_buf(), hidden)),
             markers: match crate::sandbox::privileged() {
                 true => Markers::Trusted,
@@ -219,14 +218,23 @@ impl Bases {
 
     /// The layers of the base of `commit`, the top one first, written now
     /// if no attempt made them yet; the caller uses them until `release`.
-    pub async fn take(&self, git: &Git, commit: &str) -> Result<Vec<PathBuf>, IsolationError> {
+    /// `since` says what landed since the run opened, where troupe knows.
+    pub async fn take(
+        &self,
+        git: &Git,
+        commit: &str,
+        since: Option<Arc<Landed>>,
+    ) -> Result<Vec<PathBuf>, IsolationError> {
         let written = {
             let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
             let base = made.entry(commit.to_string()).or_default();
             base.users += 1;
             Arc::clone(&base.written)
         };
-        match written.get_or_try_init(|| self.write(git, commit)).await {
+        match written
+            .get_or_try_init(|| self.write(git, commit, since))
+            .await
+        {
             Ok(dir) => Ok(dir.clone()),
             Err(e) => {
                 self.give_back(commit);
@@ -242,7 +250,12 @@ impl Bases {
         }
     }
 
-    async fn write(&self, git: &Git, commit: &str) -> Result<Vec<PathBuf>, IsolationError> {
+    async fn write(
+        &self,
+        git: &Git,
+        commit: &str,
+        since: Option<Arc<Landed>>,
+    ) -> Result<Vec<PathBuf>, IsolationError> {
         let index = self.index(commit);
         // What a troupe killed while writing it left (the run is held: it
         // is this run's own scratch).
@@ -270,12 +283,24 @@ impl Bases {
             }
             return Ok(vec![workspace.clone()]);
         }
-        if let (Some((snapshot, workspace, _)), Some(thin)) = (&self.workspace, self.thin_layers())
+        if let (Some((snapshot, workspace, _)), Some(thin)) =
+            (&self.workspace, self.thin_layers().await)
         {
             let layer = thin.join(commit);
             let indexes = (self.index(snapshot), index.clone());
             let (seed, index) = (indexes.0.as_path(), indexes.1.as_path());
-            if super::thin::write(git, snapshot, commit, &layer, (seed, index))
+            // The paths that landed, where they are known from the
+            // snapshot on: no `diff-tree` to find them.
+            let known = since
+                .as_ref()
+                .filter(|since| &since.commit == snapshot)
+                .and_then(|since| since.paths.as_deref());
+            let heads = super::thin::Heads {
+                snapshot,
+                head: commit,
+                known,
+            };
+            if super::thin::write(git, heads, &layer, (seed, index))
                 .await?
                 .is_some()
             {
@@ -305,33 +330,56 @@ impl Bases {
 
     /// The directory of the run's thin layers, made when first asked for;
     /// `None` where there is none.
-    fn thin_layers(&self) -> Option<&Path> {
-        let (dir, made) = self.thin.as_ref()?;
-        made.get_or_init(|| super::thin::make(dir))
-            .then_some(dir.as_path())
+    async fn thin_layers(&self) -> Option<&Path> {
+        let (dir, true, made) = self.thin.as_ref()? else {
+            return None;
+        };
+        let made = made.get_or_init(|| async {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || super::thin::make(&dir))
+                .await
+                .unwrap_or(false)
+        });
+        made.await.then_some(dir.as_path())
     }
 
     /// An attempt no longer uses the base of `commit`; the bases no
     /// attempt uses that are not `head`'s go (the branch moved on from
-    /// them).
+    /// them), but the workspace's where thin layers are made: its index
+    /// is what each one's index starts from.
     pub async fn release(&self, commit: &str, head: &str) {
         self.give_back(commit);
-        self.remove_where(|c, base| base.users == 0 && c != head)
+        let seed = match (&self.workspace, &self.thin) {
+            (Some((snapshot, _, _)), Some((_, true, _))) => Some(snapshot.as_str()),
+            _ => None,
+        };
+        self.remove_where(|c, base| base.users == 0 && c != head && Some(c) != seed)
             .await;
     }
 
     /// Removes every base: the run is over.
     pub async fn remove_all(&self) {
         self.remove_where(|_, _| true).await;
-        let _ = std::fs::remove_dir(&self.dir);
-        if let Some((dir, made)) = &self.thin
-            && made.get() == Some(&true)
-        {
-            let dir = dir.clone();
-            let removed = tokio::task::spawn_blocking(move || super::thin::remove(&dir)).await;
-            if let Ok(Err(e)) = removed {
-                crate::tell!("troupe: cannot remove the checkouts' thin layers: {e}");
+        // With what a killed troupe of the run left there: the bases and
+        // indexes it had made, and its thin layers.
+        let bases = self.dir.clone();
+        let thin = self.thin.as_ref().map(|(dir, _, _)| dir.clone());
+        let removed = tokio::task::spawn_blocking(move || {
+            match std::fs::remove_dir_all(&bases) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err((bases, e)),
+                _ => {}
             }
+            match thin {
+                Some(thin) => super::thin::remove(&thin).map_err(|e| (thin, e)),
+                None => Ok(()),
+            }
+        })
+        .await;
+        if let Ok(Err((path, e))) = removed {
+            crate::tell!(
+                "troupe: cannot remove the checkouts' bases {}: {e}",
+                path.display()
+            );
         }
     }
 
@@ -371,7 +419,7 @@ impl Bases {
                         self.dir.join(format!(".gone-{n}-tree")),
                     ),
                 ];
-                if let Some((thin, _)) = &self.thin {
+                if let Some((thin, _, _)) = &self.thin {
                     held.push((thin.join(&commit), thin.join(format!(".gone-{n}"))));
                 }
                 for (from, aside) in held {

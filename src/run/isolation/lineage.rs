@@ -19,10 +19,10 @@ pub(super) struct Lineage {
 }
 
 #[derive(Debug, Clone)]
-struct Landed {
-    commit: String,
+pub(super) struct Landed {
+    pub commit: String,
     /// `None` where troupe cannot say what it changed.
-    paths: Option<Vec<String>>,
+    pub paths: Option<Vec<String>>,
 }
 
 impl Lineage {
@@ -46,6 +46,20 @@ impl Lineage {
             commit: commit.to_string(),
             paths,
         });
+    }
+
+    /// The commit it starts at, and every path that landed since, where
+    /// troupe knows them all (each landing added and modified only).
+    pub fn since_start(&self) -> Option<Landed> {
+        let (start, since) = self.landed.split_first()?;
+        let mut paths = std::collections::BTreeSet::new();
+        for landed in since {
+            paths.extend(landed.paths.as_ref()?.iter().cloned());
+        }
+        Some(Landed {
+            commit: start.commit.clone(),
+            paths: Some(paths.into_iter().collect()),
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -201,11 +201,13 @@ pub struct Worktrees {
     records: std::sync::Mutex<std::collections::HashMap<String, Vec<stat::Raw>>>,
 }
 
-/// A head of the branch: its commit and its tree.
+/// A head of the branch: its commit and its tree, and what landed on the
+/// way to it since the run opened, where troupe knows it.
 #[derive(Debug, Clone)]
 struct Tip {
     commit: String,
     tree: String,
+    since: Option<std::sync::Arc<lineage::Landed>>,
 }
 
 #[derive(Debug, Clone)]
@@ -221,6 +223,7 @@ impl Head {
         Tip {
             commit: self.commit.clone(),
             tree: self.tree.clone(),
+            since: self.lineage.since_start().map(std::sync::Arc::new),
         }
     }
 }
@@ -402,7 +405,11 @@ impl Worktrees {
         let step_dir = self.run_dir.join(step);
         let dir = step_dir.join(format!("checkout-{attempt}"));
         let git_dir = step_dir.join(format!("checkout-{attempt}.git"));
-        let Tip { commit: base, tree } = self.tip();
+        let Tip {
+            commit: base,
+            tree,
+            since,
+        } = self.tip();
         let made = (
             dir.clone(),
             git_dir.clone(),
@@ -432,7 +439,7 @@ impl Worktrees {
             Some(bases) => {
                 let layers = layered::Layers {
                     markers: bases.markers,
-                    lower: bases.take(&self.git, &checkout.base).await?,
+                    lower: bases.take(&self.git, &checkout.base, since).await?,
                     upper: step_dir.join(format!("upper-{attempt}")),
                     work: step_dir.join(format!("work-{attempt}")),
                 };

@@ -93,27 +93,49 @@ fn records(raw: &[u8]) -> Option<Vec<Record<'_>>> {
     Some(found)
 }
 
+/// Whether `path` is a file of ignore rules, which a layer cannot change
+/// (the change's check reads them from the workspace).
+fn is_ignore_file(path: &[u8]) -> bool {
+    path.rsplit(|b| *b == b'/').next() == Some(b".gitignore")
+}
+
 /// Whether a layer can say what `records` change as the snapshot's base
 /// says it.
 fn layerable(records: &[Record<'_>]) -> bool {
-    !records
-        .iter()
-        .any(|r| r.path.rsplit(|b| *b == b'/').next() == Some(b".gitignore"))
+    !records.iter().any(|r| is_ignore_file(r.path))
 }
 
-/// Writes the thin layer of `head` into `dir` (made new), with `head`'s
-/// index at `index`: `snapshot`'s index at `seed` merged to `head`, so
-/// that the files the run did not change keep the stat data git read
-/// them with. `None`, with nothing written, when a layer cannot say what
-/// landed since the snapshot.
-pub async fn write(
-    git: &Git,
-    snapshot: &str,
-    head: &str,
-    dir: &Path,
-    (seed, index): (&Path, &Path),
-) -> Result<Option<()>, IsolationError> {
-    let here = Place::default();
+/// The two heads a thin layer lies between.
+pub struct Heads<'a> {
+    pub snapshot: &'a str,
+    pub head: &'a str,
+    /// Every path that landed between them, where troupe knows them all
+    /// (each landing added and modified files only).
+    pub known: Option<&'a [String]>,
+}
+
+/// What a layer holds: the files to write (each ended by a NUL, as
+/// `checkout-index -z --stdin` reads them), and the paths gone.
+struct Changed {
+    written: Vec<u8>,
+    gone: Vec<PathBuf>,
+}
+
+/// What landed between `heads`: known, or read by one `git diff-tree`;
+/// `None` when a layer cannot say it.
+async fn changed(git: &Git, heads: &Heads<'_>) -> Result<Option<Changed>, IsolationError> {
+    if let Some(known) = heads.known {
+        if known.iter().any(|path| is_ignore_file(path.as_bytes())) {
+            return Ok(None);
+        }
+        let mut written = Vec::new();
+        for path in known {
+            written.extend_from_slice(path.as_bytes());
+            written.push(0);
+        }
+        let gone = Vec::new();
+        return Ok(Some(Changed { written, gone }));
+    }
     let args = [
         "diff-tree",
         "-r",
@@ -121,23 +143,43 @@ pub async fn write(
         "--no-renames",
         "--raw",
         "-z",
-        snapshot,
-        head,
+        heads.snapshot,
+        heads.head,
     ];
-    let raw = git.run_bytes(&here, &args, None).await?;
+    let raw = git.run_bytes(&Place::default(), &args, None).await?;
     let Some(records) = records(&raw).filter(|r| layerable(r)) else {
         return Ok(None);
     };
-    let mut written = Vec::new();
-    let mut gone: Vec<PathBuf> = Vec::new();
+    let mut changed = Changed {
+        written: Vec::new(),
+        gone: Vec::new(),
+    };
     for record in &records {
         if record.deleted {
-            gone.push(PathBuf::from(std::ffi::OsStr::from_bytes(record.path)));
+            let path = std::ffi::OsStr::from_bytes(record.path);
+            changed.gone.push(PathBuf::from(path));
         } else if record.new_mode != TREE {
-            written.extend_from_slice(record.path);
-            written.push(0);
+            changed.written.extend_from_slice(record.path);
+            changed.written.push(0);
         }
     }
+    Ok(Some(changed))
+}
+
+/// Writes the thin layer of `heads.head` into `dir` (made new), with
+/// its index at `index`: the snapshot's index at `seed` merged to the head
+/// by one `read-tree -m -u`, which writes the files that differ and keeps
+/// the stat data git read the others with. `None`, with nothing written,
+/// when a layer cannot say what landed since the snapshot.
+pub async fn write(
+    git: &Git,
+    heads: Heads<'_>,
+    dir: &Path,
+    (seed, index): (&Path, &Path),
+) -> Result<Option<()>, IsolationError> {
+    let Some(Changed { written, mut gone }) = changed(git, &heads).await? else {
+        return Ok(None);
+    };
     let made = (dir.to_path_buf(), seed.to_path_buf(), index.to_path_buf());
     let seeded = off_runtime(move || {
         let (dir, seed, index) = made;
@@ -153,16 +195,19 @@ pub async fn write(
         work_tree: Some(dir),
         index: Some(index),
     };
-    match seeded {
-        true => {
-            git.run(&place, ["read-tree", "-m", "-i", snapshot, head])
-                .await?
+    let Heads { snapshot, head, .. } = heads;
+    if seeded {
+        git.run(&place, ["read-tree", "-m", "-u", snapshot, head])
+            .await?;
+    } else {
+        git.run(&place, ["read-tree", head]).await?;
+        if !written.is_empty() {
+            let args = ["checkout-index", "-f", "-q", "-z", "--stdin"];
+            git.run_bytes(&place, &args, Some(written)).await?;
         }
-        false => git.run(&place, ["read-tree", head]).await?,
-    };
-    if !written.is_empty() {
-        let args = ["checkout-index", "-f", "-q", "-z", "--stdin"];
-        git.run_bytes(&place, &args, Some(written)).await?;
+    }
+    if gone.is_empty() {
+        return Ok(Some(()));
     }
     // Parents sort before what they hold: a directory gone is one whiteout,
     // and the paths it held under it are left alone.

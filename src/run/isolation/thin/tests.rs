@@ -1,7 +1,7 @@
 //! A landed head's base as a thin layer: the records that decide it,
 //! and the layer a run's checkout gets, on a real repository.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{layerable, records};
@@ -65,10 +65,10 @@ fn held(layer: &Path) -> Vec<String> {
     found
 }
 
-#[tokio::test]
-async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let ws = dir.path().join("ws");
+/// A repository of a few files and fifty unchanged ones, and a run's
+/// trees over it with copy-on-write checkouts.
+async fn opened(dir: &Path) -> (PathBuf, Worktrees) {
+    let ws = dir.join("ws");
     for (path, content) in [
         ("f.txt", "f\n"),
         ("gone.txt", "gone\n"),
@@ -99,6 +99,13 @@ async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     let trees = Worktrees::open(record, &ws, &run_dir, bounds, Snapshot::JustTaken)
         .await
         .expect("the branch");
+    (ws, trees)
+}
+
+#[tokio::test]
+async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (ws, trees) = opened(dir.path()).await;
     let first = trees.checkout("a", 1).await.expect("a checkout");
     let layers = first.layers.clone().expect("copy-on-write");
     assert_eq!(
@@ -152,9 +159,68 @@ async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     ] {
         assert_eq!(layers.holds(path), seen, "{path}");
     }
+    // The head's index is the snapshot's merged to it, though every
+    // attempt on the snapshot is gone: what the run did not change keeps
+    // the stat data git read the workspace's file with.
+    let index = second.git.git_dir.join("index");
+    let debug = Command::new("git")
+        .args(["ls-files", "--debug", "keep/z.txt", "f.txt"])
+        .current_dir(&ws)
+        .env("GIT_INDEX_FILE", &index)
+        .output()
+        .expect("git runs");
+    let debug = String::from_utf8_lossy(&debug.stdout).into_owned();
+    let mtimes: Vec<&str> = debug
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("mtime: "))
+        .collect();
+    assert_eq!(mtimes.len(), 2, "{debug}");
+    assert_ne!(
+        mtimes[0], "0:0",
+        "f.txt, which landed, is in the layer: {debug}"
+    );
+    assert_ne!(mtimes[1], "0:0", "keep/z.txt lost its stat data: {debug}");
     trees.discard(&second).await;
     trees.finish().await;
     assert!(!thin.exists(), "the run's end removes its thin layers");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("f.txt")).expect("f.txt"),
+        "f\n"
+    );
+}
+
+#[tokio::test]
+async fn a_head_of_added_and_changed_files_is_laid_from_what_troupe_knows_landed() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (ws, trees) = opened(dir.path()).await;
+    let first = trees.checkout("a", 1).await.expect("a checkout");
+    let upper = first.layers.clone().expect("copy-on-write").upper;
+    std::fs::write(upper.join("f.txt"), "edited\n").expect("an edit");
+    std::fs::create_dir_all(upper.join("new")).expect("a dir");
+    std::fs::write(upper.join("new/n.txt"), "n\n").expect("a new file");
+    let change = trees.change(&first, "a", 1).await.expect("a change");
+    trees.land(&change, "a", 1, true).await.expect("landed");
+    trees.discard(&first).await;
+    let since = trees.tip().since.expect("troupe knows what landed");
+    assert_eq!(
+        since.paths.as_deref(),
+        Some(&["f.txt".to_string(), "new/n.txt".to_string()][..])
+    );
+
+    let second = trees
+        .checkout("c", 1)
+        .await
+        .expect("a checkout of the new head");
+    let layers = second.layers.clone().expect("copy-on-write");
+    assert_eq!(layers.lower.len(), 2, "{:?}", layers.lower);
+    assert_eq!(held(&layers.lower[0]), ["f.txt", "new/n.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(layers.lower[0].join("new/n.txt")).expect("n.txt"),
+        "n\n"
+    );
+    assert!(layers.holds("many/3.txt") && layers.holds("gone.txt"));
+    trees.discard(&second).await;
+    trees.finish().await;
     assert_eq!(
         std::fs::read_to_string(ws.join("f.txt")).expect("f.txt"),
         "f\n"
