@@ -201,6 +201,15 @@ fn a_landing_cut_off_before_the_record_is_found_and_never_landed_twice() {
     );
 }
 
+/// The tree `diamond` ends with when nothing cuts it short.
+fn uninterrupted_diamond() -> String {
+    let clean = Sandbox::new();
+    with_log(&clean);
+    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    branch_tree(&clean, &run_id_of(&team.dir))
+}
+
 /// Where troupe keeps the thin layers of the run in `run`, with the
 /// temp directory this test has (docs/checkouts.md).
 fn thin_layers_of(run: &Path) -> PathBuf {
@@ -229,11 +238,7 @@ fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
         eprintln!("skipped: /dev/shm is not another file system, so no head is written whole");
         return;
     };
-    let clean = Sandbox::new();
-    with_log(&clean);
-    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
-    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
-    let expected = branch_tree(&clean, &run_id_of(&team.dir));
+    let expected = uninterrupted_diamond();
 
     with_log(&sandbox);
     // s2, s3 and s4 start from s1's head: its base is written then.
@@ -274,11 +279,7 @@ fn a_thin_layer_cut_off_while_git_wrote_it_goes_and_the_resume_ends_as_uninterru
     if !crate::overlay::overlays_work() {
         return;
     }
-    let clean = Sandbox::new();
-    with_log(&clean);
-    let team = crate::team::team_run(&clean, diamond(), &["--max-replans", "0", "--no-apply"]);
-    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
-    let expected = branch_tree(&clean, &run_id_of(&team.dir));
+    let expected = uninterrupted_diamond();
 
     let sandbox = Sandbox::new();
     with_log(&sandbox);

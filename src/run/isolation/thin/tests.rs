@@ -102,6 +102,19 @@ async fn opened(dir: &Path) -> (PathBuf, Worktrees) {
     (ws, trees)
 }
 
+/// `f.txt` edited and `new/n.txt` added in the upper layer of `first`
+/// (attempt 1 of step `a`, besides what the caller wrote there), its
+/// change landed, its checkout gone.
+async fn lands_an_edit_and_a_new_file(trees: &Worktrees, first: &crate::run::isolation::Checkout) {
+    let upper = &first.layers.as_ref().expect("copy-on-write").upper;
+    std::fs::write(upper.join("f.txt"), "edited\n").expect("an edit");
+    std::fs::create_dir_all(upper.join("new")).expect("a dir");
+    std::fs::write(upper.join("new/n.txt"), "n\n").expect("a new file");
+    let change = trees.change(first, "a", 1).await.expect("a change");
+    trees.land(&change, "a", 1, true).await.expect("landed");
+    trees.discard(first).await;
+}
+
 #[tokio::test]
 async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -118,12 +131,7 @@ async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
         eprintln!("skipped: this user may not make a whiteout (0/0)");
         return;
     }
-    std::fs::write(upper.join("f.txt"), "edited\n").expect("an edit");
-    std::fs::create_dir_all(upper.join("new")).expect("a dir");
-    std::fs::write(upper.join("new/n.txt"), "n\n").expect("a new file");
-    let change = trees.change(&first, "a", 1).await.expect("a change");
-    trees.land(&change, "a", 1, true).await.expect("landed");
-    trees.discard(&first).await;
+    lands_an_edit_and_a_new_file(&trees, &first).await;
 
     let second = trees
         .checkout("c", 1)
@@ -194,13 +202,7 @@ async fn a_head_of_added_and_changed_files_is_laid_from_what_troupe_knows_landed
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (ws, trees) = opened(dir.path()).await;
     let first = trees.checkout("a", 1).await.expect("a checkout");
-    let upper = first.layers.clone().expect("copy-on-write").upper;
-    std::fs::write(upper.join("f.txt"), "edited\n").expect("an edit");
-    std::fs::create_dir_all(upper.join("new")).expect("a dir");
-    std::fs::write(upper.join("new/n.txt"), "n\n").expect("a new file");
-    let change = trees.change(&first, "a", 1).await.expect("a change");
-    trees.land(&change, "a", 1, true).await.expect("landed");
-    trees.discard(&first).await;
+    lands_an_edit_and_a_new_file(&trees, &first).await;
     let since = trees.tip().since.expect("troupe knows what landed");
     assert_eq!(
         since.paths.as_deref(),
