@@ -115,6 +115,25 @@ async fn lands_an_edit_and_a_new_file(trees: &Worktrees, first: &crate::run::iso
     trees.discard(first).await;
 }
 
+/// Step `c`'s checkout of the head the landing made, with its layers: a
+/// thin one over the workspace.
+async fn on_the_new_head(
+    trees: &Worktrees,
+    ws: &Path,
+) -> (
+    crate::run::isolation::Checkout,
+    super::super::layered::Layers,
+) {
+    let second = trees
+        .checkout("c", 1)
+        .await
+        .expect("a checkout of the new head");
+    let layers = second.layers.clone().expect("copy-on-write");
+    assert_eq!(layers.lower.len(), 2, "{:?}", layers.lower);
+    assert_eq!(layers.bottom(), ws);
+    (second, layers)
+}
+
 #[tokio::test]
 async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -133,13 +152,7 @@ async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     }
     lands_an_edit_and_a_new_file(&trees, &first).await;
 
-    let second = trees
-        .checkout("c", 1)
-        .await
-        .expect("a checkout of the new head");
-    let layers = second.layers.clone().expect("copy-on-write");
-    assert_eq!(layers.lower.len(), 2, "{:?}", layers.lower);
-    assert_eq!(layers.bottom(), ws.as_path());
+    let (second, layers) = on_the_new_head(&trees, &ws).await;
     let thin = layers.lower[0].clone();
     assert!(!thin.starts_with(&ws), "a lower layer inside another");
     assert_eq!(
@@ -209,12 +222,7 @@ async fn a_head_of_added_and_changed_files_is_laid_from_what_troupe_knows_landed
         Some(&["f.txt".to_string(), "new/n.txt".to_string()][..])
     );
 
-    let second = trees
-        .checkout("c", 1)
-        .await
-        .expect("a checkout of the new head");
-    let layers = second.layers.clone().expect("copy-on-write");
-    assert_eq!(layers.lower.len(), 2, "{:?}", layers.lower);
+    let (second, layers) = on_the_new_head(&trees, &ws).await;
     assert_eq!(held(&layers.lower[0]), ["f.txt", "new/n.txt"]);
     assert_eq!(
         std::fs::read_to_string(layers.lower[0].join("new/n.txt")).expect("n.txt"),
