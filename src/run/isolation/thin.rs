@@ -3,8 +3,9 @@
 //! (the files changed, a whiteout for each path gone), laid over the
 //! workspace, instead of the whole tree written out again. A DAG's every
 //! level starts from such a head, and writing it whole cost a full
-//! checkout of the repository each time (a second per head on 10,000
-//! files); the layer costs what the run changed.
+//! checkout of the repository each time (seconds per head on 10,000
+//! files on a disk); the layer costs what the run changed, and the
+//! head's index, merged from the snapshot's.
 //!
 //! The kernel refuses a lower layer inside another one, so the layers
 //! cannot be in the run directory, which is in the workspace: they are
