@@ -236,3 +236,16 @@ async fn a_head_of_added_and_changed_files_is_laid_from_what_troupe_knows_landed
         "f\n"
     );
 }
+
+#[test]
+fn clean_removes_the_thin_layers_a_killed_troupe_left() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let run_dir = dir.path().join("run_k");
+    std::fs::create_dir_all(&run_dir).expect("the run directory");
+    let thin = super::named(&run_dir).expect("a place for them");
+    assert!(super::make(&thin), "{} could not be made", thin.display());
+    std::fs::create_dir_all(thin.join("abc/src")).expect("a layer");
+    std::fs::write(thin.join("abc/src/lib.rs"), "begun").expect("a file");
+    crate::run::isolation::clean(&run_dir).expect("clean");
+    assert!(!thin.exists(), "{} is left", thin.display());
+}
