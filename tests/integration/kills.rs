@@ -220,12 +220,19 @@ fn thin_layers_of(run: &Path) -> PathBuf {
 }
 
 /// A temp directory on another file system than the sandbox's, where
-/// troupe writes a new head's base whole; `None` where there is none.
-fn temp_elsewhere(sandbox: &Sandbox) -> Option<PathBuf> {
+/// troupe writes a new head's base whole; `None` (a skip, a failure under
+/// `CI=true`) where there is none.
+fn temp_elsewhere(sandbox: &Sandbox, test: &str) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let shm = Path::new("/dev/shm");
     let dev = |path: &Path| std::fs::metadata(path).ok().map(|m| m.dev());
-    (dev(shm).is_some() && dev(shm) != dev(sandbox.root())).then(|| shm.to_path_buf())
+    let here = dev(shm).is_some() && dev(shm) != dev(sandbox.root());
+    crate::common::present(
+        test,
+        "/dev/shm on another file system than the temp directory",
+        here,
+    )
+    .then(|| shm.to_path_buf())
 }
 
 #[test]
@@ -234,8 +241,8 @@ fn a_base_cut_off_while_git_wrote_it_is_written_again_on_resume() {
         return;
     }
     let sandbox = Sandbox::new();
-    let Some(elsewhere) = temp_elsewhere(&sandbox) else {
-        eprintln!("skipped: /dev/shm is not another file system, so no head is written whole");
+    let test = "a_base_cut_off_while_git_wrote_it_is_written_again_on_resume";
+    let Some(elsewhere) = temp_elsewhere(&sandbox, test) else {
         return;
     };
     let expected = uninterrupted_diamond();

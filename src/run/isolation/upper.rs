@@ -442,4 +442,4 @@ fn marked(path: &Path, is_dir: bool, markers: Markers) -> std::io::Result<Marked
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{layerable, records};
+use crate::run::isolation::upper::tests::{skipped, whiteout};
 use crate::run::isolation::{Bounds, CheckoutKind, Snapshot, Worktrees};
 
 #[test]
@@ -35,14 +36,6 @@ fn git(dir: &Path, args: &[&str]) {
         .output()
         .expect("git runs");
     assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
-/// Deletes `path` in an upper layer as the overlay does (a whiteout);
-/// false where this user may not make one.
-fn whiteout(path: &Path) -> bool {
-    use nix::sys::stat::{Mode, SFlag, mknod};
-    std::fs::create_dir_all(path.parent().expect("a parent")).expect("the parent");
-    mknod(path, SFlag::S_IFCHR, Mode::empty(), 0).is_ok()
 }
 
 /// Every path a layer holds, directories left out, with `(whiteout)` after
@@ -147,8 +140,7 @@ async fn a_landed_heads_base_holds_what_landed_and_lies_over_the_workspace() {
     );
     let upper = &layers.upper;
     if !whiteout(&upper.join("gone.txt")) || !whiteout(&upper.join("old")) {
-        eprintln!("skipped: this user may not make a whiteout (0/0)");
-        return;
+        return skipped("this user may not make a whiteout (0/0)");
     }
     lands_an_edit_and_a_new_file(&trees, &first).await;
 

@@ -213,7 +213,7 @@ fn set_opaque(dir: &Path, markers: Markers) {
 
 /// Makes a whiteout at `path`: a character device 0/0, which Linux lets
 /// anyone make since 5.8, and only root before.
-fn whiteout(path: &Path) -> bool {
+pub(in crate::run::isolation) fn whiteout(path: &Path) -> bool {
     use nix::sys::stat::{Mode, SFlag, makedev, mknod};
     mkdir(path.parent().expect("a parent"));
     match mknod(path, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0)) {
@@ -225,7 +225,7 @@ fn whiteout(path: &Path) -> bool {
 
 /// A case this machine cannot make: said and passed, but failed in CI,
 /// where every case must run.
-fn skipped(why: &str) {
+pub(in crate::run::isolation) fn skipped(why: &str) {
     assert_ne!(
         std::env::var("CI").as_deref(),
         Ok("true"),
