@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::git::{Git, Place};
-use super::lineage::Landed;
+use super::lineage::Since;
 use super::upper::Markers;
 use super::{IsolationError, io, off_runtime};
 use crate::protocol::{OverlayLayers, UpperLayer};
@@ -66,7 +66,8 @@ impl Layers {
 
     /// Whether the merged view holds `file` (relative to the checkout, not
     /// leaving it): in the top layer that has it unless a whiteout there,
-    /// and unless a layer above deleted it or something above it.
+    /// and unless a layer above the bottom deleted it or something above
+    /// it; else in the bottom (the workspace, or a tree git wrote).
     pub fn holds(&self, file: &str) -> bool {
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let relative = crate::fsutil::normalize(Path::new(file));
@@ -79,7 +80,8 @@ impl Layers {
         }
         let whiteout =
             |meta: &std::fs::Metadata| meta.file_type().is_char_device() && meta.rdev() == 0;
-        for layer in std::iter::once(&self.upper).chain(&self.lower) {
+        let above_bottom = &self.lower[..self.lower.len().saturating_sub(1)];
+        for layer in std::iter::once(&self.upper).chain(above_bottom) {
             // Anything but a directory above the path in a layer (a
             // whiteout, a file, a link the worker made) hides it, and is
             // never followed out of the layer to answer.
@@ -97,7 +99,7 @@ impl Layers {
                 return !whiteout(&meta);
             }
         }
-        false
+        self.bottom().join(&relative).symlink_metadata().is_ok()
     }
 
     /// The reviewer's: the same layers, mounted read-only, so that nobody
@@ -162,10 +164,9 @@ pub struct Bases {
     /// The snapshot's commit, the workspace that holds it, and what an
     /// attempt on it hides; `None` when the workspace is not used so.
     workspace: Option<(String, PathBuf, Vec<String>)>,
-    /// Where the thin layers of later heads are kept (or a killed troupe
-    /// of the run kept them), whether this run may keep them there, and
-    /// whether that directory could be made (when first needed).
-    thin: Option<(PathBuf, bool, OnceCell<bool>)>,
+    /// Where the thin layers of later heads are kept, or a killed troupe
+    /// of the run kept them.
+    thin: Option<ThinLayers>,
     /// Where the agents' overlays keep their markers: troupe as root
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
@@ -178,6 +179,15 @@ pub struct Bases {
     made: Mutex<HashMap<String, Base>>,
     /// Names removed bases are moved to before they are deleted.
     gone: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct ThinLayers {
+    dir: PathBuf,
+    /// Whether this run may keep them there (see `thin::place`).
+    usable: bool,
+    /// Whether the directory could be made, when first needed.
+    made: OnceCell<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -196,7 +206,11 @@ impl Bases {
     ) -> Bases {
         let usable = hidden.is_some() && super::thin::place(run_dir, workspace).is_some();
         Bases {
-            thin: super::thin::named(run_dir).map(|dir| (dir, usable, OnceCell::new())),
+            thin: super::thin::named(run_dir).map(|dir| ThinLayers {
+                dir,
+                usable,
+                made: OnceCell::new(),
+            }),
             workspace: hidden.map(|hidden| (snapshot.to_string(), workspace.to_path_buf(), hidden)),
             markers: match crate::sandbox::privileged() {
                 true => Markers::Trusted,
@@ -223,7 +237,7 @@ impl Bases {
         &self,
         git: &Git,
         commit: &str,
-        since: Option<Arc<Landed>>,
+        since: Option<Arc<Since>>,
     ) -> Result<Vec<PathBuf>, IsolationError> {
         let written = {
             let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
@@ -254,7 +268,7 @@ impl Bases {
         &self,
         git: &Git,
         commit: &str,
-        since: Option<Arc<Landed>>,
+        since: Option<Arc<Since>>,
     ) -> Result<Vec<PathBuf>, IsolationError> {
         let index = self.index(commit);
         // What a troupe killed while writing it left (the run is held: it
@@ -286,24 +300,19 @@ impl Bases {
         if let (Some((snapshot, workspace, _)), Some(thin)) =
             (&self.workspace, self.thin_layers().await)
         {
-            let layer = thin.join(commit);
-            let indexes = (self.index(snapshot), index.clone());
-            let (seed, index) = (indexes.0.as_path(), indexes.1.as_path());
+            let (layer, seed) = (thin.join(commit), self.index(snapshot));
             // The paths that landed, where they are known from the
             // snapshot on: no `diff-tree` to find them.
             let known = since
                 .as_ref()
                 .filter(|since| &since.commit == snapshot)
-                .and_then(|since| since.paths.as_deref());
+                .map(|since| since.paths.as_slice());
             let heads = super::thin::Heads {
                 snapshot,
                 head: commit,
                 known,
             };
-            if super::thin::write(git, heads, &layer, (seed, index))
-                .await?
-                .is_some()
-            {
+            if super::thin::write(git, heads, &layer, (&seed, &index)).await? {
                 return Ok(vec![layer, workspace.clone()]);
             }
         }
@@ -331,16 +340,14 @@ impl Bases {
     /// The directory of the run's thin layers, made when first asked for;
     /// `None` where there is none.
     async fn thin_layers(&self) -> Option<&Path> {
-        let (dir, true, made) = self.thin.as_ref()? else {
-            return None;
-        };
-        let made = made.get_or_init(|| async {
-            let dir = dir.clone();
+        let thin = self.thin.as_ref().filter(|thin| thin.usable)?;
+        let made = thin.made.get_or_init(|| async {
+            let dir = thin.dir.clone();
             tokio::task::spawn_blocking(move || super::thin::make(&dir))
                 .await
                 .unwrap_or(false)
         });
-        made.await.then_some(dir.as_path())
+        made.await.then_some(thin.dir.as_path())
     }
 
     /// An attempt no longer uses the base of `commit`; the bases no
@@ -350,7 +357,7 @@ impl Bases {
     pub async fn release(&self, commit: &str, head: &str) {
         self.give_back(commit);
         let seed = match (&self.workspace, &self.thin) {
-            (Some((snapshot, _, _)), Some((_, true, _))) => Some(snapshot.as_str()),
+            (Some((snapshot, _, _)), Some(thin)) if thin.usable => Some(snapshot.as_str()),
             _ => None,
         };
         self.remove_where(|c, base| base.users == 0 && c != head && Some(c) != seed)
@@ -358,12 +365,12 @@ impl Bases {
     }
 
     /// Removes every base: the run is over.
+    /// With them goes what a killed troupe of the run left there: the
+    /// bases and indexes it had made, and its thin layers.
     pub async fn remove_all(&self) {
-        self.remove_where(|_, _| true).await;
-        // With what a killed troupe of the run left there: the bases and
-        // indexes it had made, and its thin layers.
+        self.made.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let bases = self.dir.clone();
-        let thin = self.thin.as_ref().map(|(dir, _, _)| dir.clone());
+        let thin = self.thin.as_ref().map(|thin| thin.dir.clone());
         let removed = tokio::task::spawn_blocking(move || {
             match std::fs::remove_dir_all(&bases) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err((bases, e)),
@@ -419,8 +426,8 @@ impl Bases {
                         self.dir.join(format!(".gone-{n}-tree")),
                     ),
                 ];
-                if let Some((thin, _, _)) = &self.thin {
-                    held.push((thin.join(&commit), thin.join(format!(".gone-{n}"))));
+                if let Some(ThinLayers { dir, .. }) = &self.thin {
+                    held.push((dir.join(&commit), dir.join(format!(".gone-{n}"))));
                 }
                 for (from, aside) in held {
                     if std::fs::rename(&from, &aside).is_ok() {

@@ -19,10 +19,17 @@ pub(super) struct Lineage {
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct Landed {
-    pub commit: String,
+struct Landed {
+    commit: String,
     /// `None` where troupe cannot say what it changed.
-    pub paths: Option<Vec<String>>,
+    paths: Option<Vec<String>>,
+}
+
+/// Every path that landed since a commit, where troupe knows them all.
+#[derive(Debug)]
+pub(super) struct Since {
+    pub commit: String,
+    pub paths: Vec<String>,
 }
 
 impl Lineage {
@@ -50,15 +57,15 @@ impl Lineage {
 
     /// The commit it starts at, and every path that landed since, where
     /// troupe knows them all (each landing added and modified only).
-    pub fn since_start(&self) -> Option<Landed> {
+    pub fn since_start(&self) -> Option<Since> {
         let (start, since) = self.landed.split_first()?;
         let mut paths = std::collections::BTreeSet::new();
         for landed in since {
             paths.extend(landed.paths.as_ref()?.iter().cloned());
         }
-        Some(Landed {
+        Some(Since {
             commit: start.commit.clone(),
-            paths: Some(paths.into_iter().collect()),
+            paths: paths.into_iter().collect(),
         })
     }
 

@@ -207,7 +207,7 @@ pub struct Worktrees {
 struct Tip {
     commit: String,
     tree: String,
-    since: Option<std::sync::Arc<lineage::Landed>>,
+    since: Option<std::sync::Arc<lineage::Since>>,
 }
 
 #[derive(Debug, Clone)]

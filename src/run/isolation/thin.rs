@@ -170,16 +170,16 @@ async fn changed(git: &Git, heads: &Heads<'_>) -> Result<Option<Changed>, Isolat
 /// Writes the thin layer of `heads.head` into `dir` (made new), with
 /// its index at `index`: the snapshot's index at `seed` merged to the head
 /// by one `read-tree -m -u`, which writes the files that differ and keeps
-/// the stat data git read the others with. `None`, with nothing written,
+/// the stat data git read the others with. False, with nothing written,
 /// when a layer cannot say what landed since the snapshot.
 pub async fn write(
     git: &Git,
     heads: Heads<'_>,
     dir: &Path,
     (seed, index): (&Path, &Path),
-) -> Result<Option<()>, IsolationError> {
+) -> Result<bool, IsolationError> {
     let Some(Changed { written, mut gone }) = changed(git, &heads).await? else {
-        return Ok(None);
+        return Ok(false);
     };
     let made = (dir.to_path_buf(), seed.to_path_buf(), index.to_path_buf());
     let seeded = off_runtime(move || {
@@ -208,14 +208,14 @@ pub async fn write(
         }
     }
     if gone.is_empty() {
-        return Ok(Some(()));
+        return Ok(true);
     }
     // Parents sort before what they hold: a directory gone is one whiteout,
     // and the paths it held under it are left alone.
     gone.sort();
     let dir = dir.to_path_buf();
     off_runtime(move || super::carry::whiteouts(&dir, &gone)).await?;
-    Ok(Some(()))
+    Ok(true)
 }
 
 #[cfg(test)]

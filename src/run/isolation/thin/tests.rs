@@ -209,10 +209,7 @@ async fn a_head_of_added_and_changed_files_is_laid_from_what_troupe_knows_landed
     let first = trees.checkout("a", 1).await.expect("a checkout");
     lands_an_edit_and_a_new_file(&trees, &first).await;
     let since = trees.tip().since.expect("troupe knows what landed");
-    assert_eq!(
-        since.paths.as_deref(),
-        Some(&["f.txt".to_string(), "new/n.txt".to_string()][..])
-    );
+    assert_eq!(since.paths, ["f.txt", "new/n.txt"]);
 
     let (second, layers) = on_the_new_head(&trees, &ws).await;
     assert_eq!(held(&layers.lower[0]), ["f.txt", "new/n.txt"]);
