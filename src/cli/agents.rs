@@ -147,7 +147,7 @@ impl std::fmt::Display for Standing {
 
 /// One agent as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
-struct Seen {
+pub struct Seen {
     agent_id: Value,
     summary: String,
     status: Standing,
@@ -166,13 +166,31 @@ struct Seen {
     supervisor_pid: Option<u32>,
 }
 
+impl Seen {
+    /// Whether it ended, however: it is no longer running.
+    pub fn ended(&self) -> bool {
+        self.status.ended()
+    }
+
+    /// Whether there is no such agent.
+    pub fn is_unknown(&self) -> bool {
+        self.status == Standing::Missing(Missing::Unknown)
+    }
+
+    /// What there is to say of it: its last action, or why it is unknown.
+    pub fn last_action(&self) -> &str {
+        &self.last_action
+    }
+}
+
 fn agent_id_value(id: &str) -> Value {
     id.parse::<u64>()
         .map(Value::from)
         .unwrap_or_else(|_| Value::from(id))
 }
 
-fn look(results: &Path, id: &str) -> Seen {
+/// Agent `id` of the results directory, as `status` shows it.
+pub fn look(results: &Path, id: &str) -> Seen {
     let dir = registry::agent_dir(results, id);
     let held = registry::is_held(&dir);
     let Some(file) = StatusFile::load(&dir.join(SUBAGENT_DIR)) else {
@@ -294,8 +312,20 @@ fn table(agents: &[Seen]) -> String {
     crate::text::columns("", header, &rows)
 }
 
-fn ended(seen: &Seen) -> bool {
-    seen.status.ended()
+/// The result object of agent `id`, which ended: its `result.json`, or,
+/// when it left none (or its supervisor died without a final word), how
+/// it stands.
+pub fn result_object(results: &Path, id: &str, seen: &Seen) -> Value {
+    let result = crate::fsutil::read_record(
+        &registry::agent_dir(results, id)
+            .join(SUBAGENT_DIR)
+            .join("result.json"),
+    );
+    result
+        .ok()
+        .filter(|_| seen.status != Standing::Missing(Missing::Lost))
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .unwrap_or_else(|| serde_json::to_value(seen).unwrap_or_default())
 }
 
 pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
@@ -322,32 +352,20 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
         }
         let first = args
             .any
-            .then(|| ids.iter().zip(&seen).find(|(_, agent)| ended(agent)))
+            .then(|| ids.iter().zip(&seen).find(|(_, agent)| agent.ended()))
             .flatten();
         let done: Vec<(&String, &Seen)> = match first {
             Some(one) => vec![one],
-            None if seen.iter().all(ended) => ids.iter().zip(&seen).collect(),
+            None if seen.iter().all(Seen::ended) => ids.iter().zip(&seen).collect(),
             None => Vec::new(),
         };
         if !done.is_empty() {
             let mut all_completed = true;
             for (id, agent) in done {
                 all_completed &= agent.status == Standing::Agent(AgentStatus::Completed);
-                let result = crate::fsutil::read_record(
-                    &registry::agent_dir(&results, id)
-                        .join(SUBAGENT_DIR)
-                        .join("result.json"),
-                );
                 // One JSON object per line, so that the output of several
                 // agents is still JSON lines a parser reads.
-                let kept = result
-                    .ok()
-                    .filter(|_| agent.status != Standing::Missing(Missing::Lost))
-                    .and_then(|text| serde_json::from_str::<Value>(&text).ok());
-                match kept {
-                    Some(result) => crate::say!("{result}"),
-                    None => crate::say!("{}", serde_json::to_string(agent)?),
-                }
+                crate::say!("{}", result_object(&results, id, agent));
             }
             return Ok(if all_completed {
                 ExitCode::SUCCESS
@@ -359,7 +377,7 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
             let running: Vec<&str> = ids
                 .iter()
                 .zip(&seen)
-                .filter(|(_, s)| !ended(s))
+                .filter(|(_, s)| !s.ended())
                 .map(|(id, _)| id.as_str())
                 .collect();
             crate::tell!(
@@ -374,68 +392,70 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The seed's answer to terminate_sub_agent.
-#[derive(Serialize)]
-struct Terminated {
-    success: bool,
-    agent_id: Value,
-    status: String,
-    message: String,
-    partial_results: bool,
-    deliverables_dir: String,
+#[derive(Debug, Serialize)]
+pub struct Terminated {
+    pub success: bool,
+    pub agent_id: Value,
+    pub status: String,
+    pub message: String,
+    pub partial_results: bool,
+    pub deliverables_dir: String,
 }
 
 pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
-    let results = args.place.results();
-    let dir = registry::agent_dir(&results, &args.id);
-    let before = look(&results, &args.id);
+    let answer = stop(&args.place.results(), &args.id, args.patience).await?;
+    crate::say!("{}", serde_json::to_string_pretty(&answer)?);
+    Ok(match answer.success {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    })
+}
+
+/// Stops agent `id`, whoever supervises it: SIGTERM to its supervisor
+/// (which cancels the agent, waits out its grace and keeps its records),
+/// and after `patience` seconds SIGKILL to both. An agent that is not
+/// running is left as it is, with `success: false`.
+pub async fn stop(results: &Path, id: &str, patience: u64) -> Result<Terminated, UsageError> {
+    let dir = registry::agent_dir(results, id);
+    let before = look(results, id);
     if before.status == Standing::Missing(Missing::Unknown) {
-        return Err(UsageError::Said(before.last_action).into());
+        return Err(UsageError::Said(before.last_action));
     }
     let holder = registry::holder(&dir).filter(|_| registry::is_held(&dir));
     let Some(holder) = holder else {
-        let answer = Terminated {
+        return Ok(Terminated {
             success: false,
             agent_id: before.agent_id.clone(),
             status: before.status.to_string(),
-            message: format!(
-                "Sub-agent {} is not running (status {})",
-                args.id, before.status
-            ),
+            message: format!("Sub-agent {id} is not running (status {})", before.status),
             partial_results: has_results(&dir),
             deliverables_dir: before.deliverables_dir,
-        };
-        crate::say!("{}", serde_json::to_string_pretty(&answer)?);
-        return Ok(ExitCode::FAILURE);
+        });
     };
     let supervisor = Pid::from_raw(i32::try_from(holder.pid).unwrap_or(i32::MAX));
     let _ = kill(supervisor, Signal::SIGTERM);
-    let give_up = crate::deadline::after(Instant::now(), Duration::from_secs(args.patience));
+    let give_up = crate::deadline::after(Instant::now(), Duration::from_secs(patience));
     while registry::is_held(&dir) && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut message = format!("Sub-agent {} was terminated", args.id);
+    let mut message = format!("Sub-agent {id} was terminated");
     if registry::is_held(&dir) {
         let _ = kill(supervisor, Signal::SIGKILL);
         if let Some(agent) = StatusFile::load(&dir.join(SUBAGENT_DIR)).and_then(|s| s.agent_pid) {
             crate::process::session::kill_session(agent, Duration::from_secs(3)).await;
             crate::sandbox::remove_leftover_group(agent);
         }
-        message = format!(
-            "Sub-agent {} did not stop within {} s and was killed",
-            args.id, args.patience
-        );
+        message = format!("Sub-agent {id} did not stop within {patience} s and was killed");
     }
-    let after = look(&results, &args.id);
-    let answer = Terminated {
+    let after = look(results, id);
+    Ok(Terminated {
         success: true,
         agent_id: after.agent_id,
         status: "terminated".to_string(),
         message,
         partial_results: has_results(&dir),
         deliverables_dir: after.deliverables_dir,
-    };
-    crate::say!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// Whether the agent left anything: a deliverable, or a transcript past its

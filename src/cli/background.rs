@@ -1,17 +1,17 @@
-//! `troupe spawn --background`: a detached supervisor for one agent, and an
-//! answer at once.
+//! A detached or tied supervisor for one agent: what `troupe spawn
+//! --background` starts, and what `troupe mcp serve` starts for every
+//! agent a host creates.
 //!
-//! The supervisor is this same binary, re-run with the same arguments and
-//! `--supervise TASK` in a session of its own, so it survives the shell
-//! that started it and runs the agent exactly as a blocking spawn would.
-//! This process returns once the supervisor holds the agent's directory
-//! (its pid is in the status file), or reports why it could not start.
+//! The supervisor is this same binary, re-run with the spawn's arguments
+//! and `--supervise TASK`, so it runs the agent exactly as a blocking
+//! spawn would. Whoever starts it returns once the supervisor holds the
+//! agent's directory (its pid is in the status file), or says why it
+//! could not start.
 
 use std::ffi::OsString;
-use std::process::{ExitCode, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::process::Spawn;
@@ -22,72 +22,97 @@ use crate::supervisor::status::StatusFile;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The seed's background-mode answer.
-#[derive(Serialize)]
-struct Started {
-    success: bool,
-    agent_id: AgentId,
-    status: &'static str,
-    summary: String,
-    message: String,
-    deliverables_dir: String,
-    sub_conversation_id: String,
-    background: bool,
-    supervisor_pid: u32,
-    log: String,
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    pub success: bool,
+    pub agent_id: AgentId,
+    pub status: &'static str,
+    pub summary: String,
+    pub message: String,
+    pub deliverables_dir: String,
+    pub sub_conversation_id: String,
+    pub background: bool,
+    pub supervisor_pid: u32,
+    pub log: String,
 }
 
-pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("cannot locate the troupe binary")?;
+/// A supervisor that holds its agent.
+pub struct Launched {
+    pub started: Started,
+    /// The supervisor, for a caller that waits for it; dropping it leaves
+    /// it running.
+    pub supervisor: tokio::process::Child,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot start the supervisor of agent {agent}: {source}")]
+    Io {
+        agent: AgentId,
+        source: std::io::Error,
+    },
+    /// It ended before it held the agent; its log says why.
+    #[error("the supervisor ended ({code}) before starting the agent: {log}")]
+    Ended { code: i32, log: String },
+    #[error(
+        "the supervisor (pid {pid}) did not start agent {agent} within {} s; see {log}",
+        START_TIMEOUT.as_secs()
+    )]
+    Slow {
+        pid: u32,
+        agent: AgentId,
+        log: String,
+    },
+}
+
+/// Starts `troupe <args> --supervise TASK` by the rules of `spawn` (a
+/// detached supervisor outlives whoever started it; a tied one dies with
+/// it, as an interrupted spawn does) and waits until it holds the agent.
+pub async fn launch(
+    task: &TaskFile,
+    mut args: Vec<OsString>,
+    spawn: Spawn,
+) -> Result<Launched, LaunchError> {
+    let io = |source| LaunchError::Io {
+        agent: task.agent_id.clone(),
+        source,
+    };
+    let exe = std::env::current_exe().map_err(io)?;
     let task_path = task.subagent_dir().join("task.json");
-    // The supervisor runs the agent itself: it neither detaches again nor
-    // waits for a slot, which this spawn took.
-    let mut args: Vec<OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|arg| arg != "--background" && arg != "--queue")
-        .collect();
     args.push("--supervise".into());
     args.push(task_path.into_os_string());
     let log_path = task.subagent_dir().join("supervisor.log");
-    let log = crate::fsutil::create_file(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let mut command = Spawn::detached().std_command_for(exe);
+    let log = crate::fsutil::create_file(&log_path).map_err(io)?;
+    let mut command = spawn.command_for(exe);
     command
         .args(args)
         .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
+        .stdout(log.try_clone().map_err(io)?)
         .stderr(log);
-    let mut supervisor = command
-        .spawn()
-        .context("cannot start the background supervisor")?;
-    let pid = supervisor.id();
+    let mut supervisor = command.spawn().map_err(io)?;
+    let pid = supervisor.id().unwrap_or(0);
     let give_up = Instant::now() + START_TIMEOUT;
     loop {
         if StatusFile::load(&task.subagent_dir()).is_some_and(|status| status.supervisor_pid == pid)
         {
             break;
         }
-        if let Some(exit) = supervisor.try_wait()? {
+        if let Some(exit) = supervisor.try_wait().map_err(io)? {
             let log = crate::fsutil::read_tail(&log_path, 64 * 1024).unwrap_or_default();
-            crate::tell!(
-                "troupe: the background supervisor ended ({exit}) before starting agent {}:\n{}",
-                task.agent_id,
-                log.trim_end()
-            );
-            return Ok(ExitCode::from(
-                exit.code().and_then(|c| u8::try_from(c).ok()).unwrap_or(1),
-            ));
+            return Err(LaunchError::Ended {
+                code: exit.code().unwrap_or(1),
+                log,
+            });
         }
         if Instant::now() > give_up {
-            anyhow::bail!(
-                "the background supervisor (pid {pid}) did not start agent {} within {} s; see {}",
-                task.agent_id,
-                START_TIMEOUT.as_secs(),
-                log_path.display()
-            );
+            return Err(LaunchError::Slow {
+                pid,
+                agent: task.agent_id.clone(),
+                log: log_path.display().to_string(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let dir = task.agent_dir_display();
     let started = Started {
         success: true,
         agent_id: task.agent_id.clone(),
@@ -97,12 +122,14 @@ pub async fn launch(task: &TaskFile) -> anyhow::Result<ExitCode> {
             "Sub-agent {} started and runs in the background",
             task.agent_id
         ),
-        deliverables_dir: dir,
+        deliverables_dir: task.agent_dir_display(),
         sub_conversation_id: task.conversation_id.clone(),
         background: true,
         supervisor_pid: pid,
         log: crate::protocol::display_in(&task.workspace, &log_path),
     };
-    crate::say!("{}", serde_json::to_string_pretty(&started)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(Launched {
+        started,
+        supervisor,
+    })
 }

@@ -101,30 +101,102 @@ pub struct SpawnArgs {
 }
 
 pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let role = args
-        .model
-        .resolve_single(Actor::Worker, sources)
-        .map_err(UsageError::Said)?;
-    let workspace = super::workspace::open_workspace(&args.workspace)?;
-    let results = workspace.join(crate::protocol::RESULTS_DIR);
-    let mut settings = args.agent.settings(
-        sources,
-        &results,
-        std::slice::from_ref(&role.api_key_env),
-        args.max_tokens,
-    )?;
-    role.bound(&mut settings.limits);
-    settings.remote_mcp = RemoteServers::connect(&settings.mcp, &workspace)
-        .await
-        .map(std::sync::Arc::new);
-    // The model (a script that must exist, an endpoint URL that must parse)
-    // is checked before any record is touched.
-    let model = build_model(&role.config).map_err(UsageError::of)?;
     if let Some(task_path) = &args.supervise {
+        let setup = Setup::of(&args, sources)?;
         let task = load_task(task_path)?;
-        return supervise(&args, &settings, model, task, true).await;
+        return supervise(&args, setup, task, true).await;
     }
-    let task = build_task(&args, workspace, &settings)?;
+    let (task, setup) = match admit(&args, sources).await {
+        Ok(admitted) => admitted,
+        Err(Refusal::Busy(e)) => {
+            crate::tell!("troupe: {e}, or spawn with --queue to wait for a slot");
+            return Ok(ExitCode::from(EXIT_BUSY));
+        }
+        Err(Refusal::Other(e)) => return Err(e),
+    };
+    if args.background {
+        // The supervisor runs the agent itself: it neither detaches again
+        // nor waits for a slot, which this spawn took.
+        let argv = std::env::args_os()
+            .skip(1)
+            .filter(|arg| arg != "--background" && arg != "--queue")
+            .collect();
+        let launched = match super::background::launch(
+            &task,
+            argv,
+            crate::process::Spawn::detached(),
+        )
+        .await
+        {
+            Ok(launched) => launched,
+            Err(super::background::LaunchError::Ended { code, log }) => {
+                crate::tell!(
+                    "troupe: the background supervisor ended ({code}) before starting agent {}:\n{}",
+                    task.agent_id,
+                    log.trim_end()
+                );
+                return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        crate::say!("{}", serde_json::to_string_pretty(&launched.started)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    supervise(&args, setup, task, false).await
+}
+
+/// Why a spawn did not admit its agent.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// `--max-concurrent` agents run, and there is no `--queue`.
+    #[error(transparent)]
+    Busy(crate::supervisor::registry::RegistryError),
+    /// Anything else: a usage error, or one of troupe's own.
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// What an agent runs with, from the spawn's flags and the config file.
+pub struct Setup {
+    settings: AgentSettings,
+    model: std::sync::Arc<dyn crate::llm::ChatModel>,
+    workspace: PathBuf,
+}
+
+impl Setup {
+    fn of(args: &SpawnArgs, sources: &Sources) -> anyhow::Result<Setup> {
+        let role = args
+            .model
+            .resolve_single(Actor::Worker, sources)
+            .map_err(UsageError::Said)?;
+        let workspace = super::workspace::open_workspace(&args.workspace)?;
+        let results = workspace.join(crate::protocol::RESULTS_DIR);
+        let mut settings = args.agent.settings(
+            sources,
+            &results,
+            std::slice::from_ref(&role.api_key_env),
+            args.max_tokens,
+        )?;
+        role.bound(&mut settings.limits);
+        // The model (a script that must exist, an endpoint URL that must
+        // parse) is checked before any record is touched.
+        let model = build_model(&role.config).map_err(UsageError::of)?;
+        Ok(Setup {
+            settings,
+            model,
+            workspace,
+        })
+    }
+}
+
+/// Checks the spawn's flags, waits for a slot (with `--queue`) and makes
+/// the agent's directory and task file, indexed for `status` and `wait`:
+/// everything before the agent is started.
+pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<(TaskFile, Setup), Refusal> {
+    let setup = Setup::of(args, sources)?;
+    let results = setup.workspace.join(crate::protocol::RESULTS_DIR);
+    let task =
+        build_task(args, setup.workspace.clone(), &setup.settings).map_err(anyhow::Error::from)?;
     let id = task.agent_id.to_string();
     let max = args.background.then_some(args.max_concurrent);
     // Held from the count to the launch, so that two spawns do not both
@@ -132,7 +204,11 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
     let mut said = false;
     let _counting = loop {
         let counting = match max {
-            Some(_) => Some(registry::count_lock(&results).await?),
+            Some(_) => Some(
+                registry::count_lock(&results)
+                    .await
+                    .map_err(anyhow::Error::from)?,
+            ),
             None => None,
         };
         match registry::check_new(&results, &id, &task.agent_dir, max) {
@@ -144,19 +220,15 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
-            Err(e @ registry::RegistryError::TooMany { .. }) => {
-                crate::tell!("troupe: {e}, or spawn with --queue to wait for a slot");
-                return Ok(ExitCode::from(EXIT_BUSY));
-            }
-            Err(e) => return Err(UsageError::of(e).into()),
+            Err(e @ registry::RegistryError::TooMany { .. }) => return Err(Refusal::Busy(e)),
+            Err(e) => return Err(anyhow::Error::from(UsageError::of(e)).into()),
         }
     };
-    prepare(&task, Existing::MoveAside, &Progress::stderr()).await?;
-    registry::index(&results, &id, &task.agent_dir)?;
-    if args.background {
-        return super::background::launch(&task).await;
-    }
-    supervise(&args, &settings, model, task, false).await
+    prepare(&task, Existing::MoveAside, &Progress::stderr())
+        .await
+        .map_err(anyhow::Error::from)?;
+    registry::index(&results, &id, &task.agent_dir).map_err(anyhow::Error::from)?;
+    Ok((task, setup))
 }
 
 /// The exit code of a background spawn refused for want of a slot
@@ -168,11 +240,19 @@ pub const EXIT_BUSY: u8 = 75;
 /// prints its result object.
 async fn supervise(
     args: &SpawnArgs,
-    settings: &AgentSettings,
-    model: std::sync::Arc<dyn crate::llm::ChatModel>,
+    setup: Setup,
     task: TaskFile,
     background: bool,
 ) -> anyhow::Result<ExitCode> {
+    let Setup {
+        mut settings,
+        model,
+        workspace,
+    } = setup;
+    settings.remote_mcp = RemoteServers::connect(&settings.mcp, &workspace)
+        .await
+        .map(std::sync::Arc::new);
+    let settings = &settings;
     let _lock = AgentLock::acquire(&task.agent_dir).map_err(UsageError::of)?;
     let progress = Progress::stderr();
     let tracker = StatusTracker::start(&task, background, &progress)
