@@ -37,7 +37,14 @@ pub enum McpCommand {
     #[command(
         after_help = "Examples:\n  troupe mcp list\n  troupe mcp list --mcp time=mcp-server-time --json\n  troupe mcp list --read-scope workspace --allow-read ~/tools"
     )]
-    List(ListArgs),
+    List(Box<ListArgs>),
+    /// Serve troupe's sub-agents to an MCP host (Claude Code, Codex,
+    /// Cursor, Goose, ...): create_sub_agent, get_sub_agent_status,
+    /// wait_sub_agents, terminate_sub_agent, run_team, get_run_status;
+    /// completion notices; transcripts as resources. Over stdio, or
+    /// streamable HTTP on a loopback address with --listen. The flags
+    /// here bound every call.
+    Serve(Box<super::serve::ServeArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -68,7 +75,10 @@ struct Tool {
 }
 
 pub async fn mcp(args: McpArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
-    let McpCommand::List(args) = args.command;
+    let args = match args.command {
+        McpCommand::List(args) => *args,
+        McpCommand::Serve(args) => return super::serve::serve(*args).await,
+    };
     let servers = gather(sources.mcp_servers(), &args.agent.mcp).map_err(UsageError::of)?;
     if servers.is_empty() {
         crate::tell!(

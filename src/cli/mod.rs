@@ -16,6 +16,7 @@ mod mcp_probe;
 mod plan;
 mod run;
 mod runs;
+mod serve;
 mod show;
 mod spawn;
 mod traces;
@@ -63,7 +64,7 @@ impl UsageError {
         troupe show last\n  \
         troupe report last -o run.html"
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// A config file of settings that stand for flags (model, base_url,
     /// sandbox, [roles.*], ...: see the README); default ./troupe.toml,
     /// then ~/.config/troupe/config.toml.

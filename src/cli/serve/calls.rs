@@ -1,0 +1,150 @@
+//! The tools' arguments, as the host sends them: one type per tool, its
+//! JSON Schema made from the same type, and the error a call gets, which
+//! names the field and says what to do.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Why a call was not done. The host sees `message`; the server goes on.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The host's to fix: a missing, mistyped or out-of-bounds argument,
+    /// an unknown agent or run, an agent id in use.
+    #[error("{0}")]
+    Invalid(String),
+    /// `--max-concurrent` agents run and the server has no `--queue`.
+    #[error("{0}")]
+    Busy(String),
+    /// troupe could not do it: a file it could not write, a process it
+    /// could not start.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CallError {
+    pub fn invalid(text: impl Into<String>) -> CallError {
+        CallError::Invalid(text.into())
+    }
+
+    pub fn failed(error: impl std::fmt::Display) -> CallError {
+        CallError::Failed(error.to_string())
+    }
+}
+
+/// The arguments of `tool`, or an error that names what is wrong with
+/// them in the tool's words.
+pub fn parse<T: for<'de> Deserialize<'de>>(
+    tool: &str,
+    arguments: Option<serde_json::Map<String, Value>>,
+) -> Result<T, CallError> {
+    let value = Value::Object(arguments.unwrap_or_default());
+    serde_json::from_value(value)
+        .map_err(|e| CallError::invalid(format!("{tool}: {e}; see the tool's inputSchema")))
+}
+
+/// An agent's number, as the seed numbers them.
+pub type AgentNumber = u32;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateArgs {
+    /// The sub-agent's number (1 or more), unique among the agents of the
+    /// workspace; left out, the next free one.
+    pub agent_id: Option<AgentNumber>,
+    /// The task in a few words (at most 80 characters); it names the agent
+    /// in status lists and notices.
+    pub summary: String,
+    /// The task in full: goal, requirements, deliverables, scope.
+    pub task: String,
+    /// Where the agent puts its deliverables and transcript, relative to
+    /// the workspace; default sub_agent_results/agent_<agent_id>.
+    pub deliverables_dir: Option<String>,
+    /// Return at once with status "running"; a notice comes when the
+    /// agent ends, and wait_sub_agents returns its result. Default false:
+    /// the call returns when the agent ends, with its result.
+    #[serde(default)]
+    pub run_in_background: bool,
+    /// Seconds before the agent is stopped, its partial results kept:
+    /// 60 to 3600, and at most the server's --timeout (default 600).
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusArgs {
+    /// The agents to report; empty or left out, every agent of the
+    /// workspace.
+    #[serde(default)]
+    pub agent_ids: Vec<AgentNumber>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitMode {
+    /// Return as soon as one or more of them ended that no earlier wait
+    /// of this session returned.
+    #[default]
+    Any,
+    /// Return when every one of them ended.
+    All,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitArgs {
+    /// The agents to wait for; empty or left out, every agent this
+    /// session started in the background.
+    #[serde(default)]
+    pub agent_ids: Vec<AgentNumber>,
+    /// any (default) or all.
+    #[serde(default)]
+    pub mode: WaitMode,
+    /// Seconds to wait at most (default 50, below the 60 s many hosts
+    /// allow a tool call); then the call returns what ended so far and
+    /// the ids still running.
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminateArgs {
+    /// The agent to stop; its partial results and transcript are kept.
+    pub agent_id: AgentNumber,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunTeamArgs {
+    /// The goal, in words: the Planner turns it into steps. Give this or
+    /// plan.
+    pub goal: Option<String>,
+    /// A plan object ({"summary", "steps": [{"id", "description",
+    /// "dependencies"}]}), validated as `troupe validate` does. Give this
+    /// or goal.
+    pub plan: Option<Value>,
+    /// Return at once with the run id; a notice comes when the run ends,
+    /// and get_run_status follows it.
+    #[serde(default)]
+    pub run_in_background: bool,
+    /// Bring the completed run's result into the workspace (default: as
+    /// the server's flags say; the server's --no-apply cannot be undone
+    /// here).
+    pub apply: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunStatusArgs {
+    /// The run's id (run_...), or "last" for the newest.
+    pub run_id: String,
+}
+
+/// The JSON Schema of a tool's arguments, as an object MCP takes.
+pub fn schema_of<T: JsonSchema>() -> serde_json::Map<String, Value> {
+    let schema = schemars::schema_for!(T);
+    match serde_json::to_value(schema) {
+        Ok(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    }
+}

@@ -1,0 +1,483 @@
+//! The MCP side of the server: the tools, resources and notices of one
+//! host's session, on rmcp's `ServerHandler`, and the stdio transport.
+
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, ToolAnnotations,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde_json::Value;
+
+use super::calls::{self, CallError};
+use super::notices::Notice;
+use super::session::Session;
+use super::{OnDisconnect, Progress, Server, agents, notices, resources, runs};
+
+/// How often a session looks for ended agents and runs.
+const WATCH: Duration = Duration::from_millis(250);
+
+/// One host's session: a handler per session, over the server every
+/// session shares.
+pub struct Handler {
+    server: Arc<Server>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: Arc<Server>,
+    session: Session,
+    /// The host, once it spoke: notices go to it.
+    peer: OnceLock<Peer<RoleServer>>,
+}
+
+impl Handler {
+    pub fn new(server: Arc<Server>) -> Handler {
+        Handler {
+            inner: Arc::new(Inner {
+                server: server.clone(),
+                session: Session::default(),
+                peer: OnceLock::new(),
+            }),
+            server,
+        }
+    }
+
+    /// Keeps the host's peer and starts the session's watcher, once.
+    fn met(&self, peer: &Peer<RoleServer>) {
+        if self.inner.peer.set(peer.clone()).is_ok() {
+            tokio::spawn(watch(Arc::downgrade(&self.inner)));
+        }
+    }
+}
+
+impl Inner {
+    /// The host left: what it started and waits for is stopped, and,
+    /// with `--on-disconnect terminate`, what it started in the
+    /// background too.
+    async fn end(&self) {
+        let mut ids = self.session.tied_agents();
+        if self.server.bounds.on_disconnect == OnDisconnect::Terminate {
+            ids.extend(self.session.background_agents());
+            self.session.stop_background_runs();
+        }
+        self.session.stop_tied_runs();
+        for id in ids {
+            let seen = crate::cli::agents::look(&self.server.results, &id);
+            if !seen.ended() {
+                let _ = crate::cli::agents::stop(&self.server.results, &id, 30).await;
+            }
+        }
+    }
+}
+
+/// Tells the host of each background agent and run of the session that
+/// ended, and of each subscribed resource an end updated, until the
+/// session is gone.
+async fn watch(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(WATCH).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let Some(peer) = inner.peer.get().cloned() else {
+            continue;
+        };
+        if peer.is_transport_closed() {
+            return;
+        }
+        announce(&peer, &notices::gather(&inner.server, &inner.session)).await;
+        for uri in inner.session.updated_subscriptions(|uri| {
+            resources::agent_of(uri)
+                .is_some_and(|id| crate::cli::agents::look(&inner.server.results, id).ended())
+        }) {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+        }
+    }
+}
+
+/// Sends each notice as a `notifications/message`, the seed's text as
+/// its data.
+async fn announce(peer: &Peer<RoleServer>, fresh: &[Notice]) {
+    for notice in fresh {
+        #[allow(deprecated)]
+        let message = rmcp::model::LoggingMessageNotificationParam::new(
+            rmcp::model::LoggingLevel::Info,
+            Value::String(notice.text.clone()),
+        )
+        .with_logger("troupe");
+        #[allow(deprecated)]
+        let _ = peer.notify_logging_message(message).await;
+    }
+}
+
+/// Serves one session on stdin and stdout until the host closes them, or
+/// troupe is asked to stop.
+pub async fn serve_stdio(server: Arc<Server>) -> anyhow::Result<ExitCode> {
+    let handler = Handler::new(server);
+    let inner = handler.inner.clone();
+    let running = match handler.serve(rmcp::transport::stdio()).await {
+        Ok(running) => running,
+        Err(e) => {
+            crate::tell!("troupe: the MCP host left before the session began: {e}");
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let stop = crate::supervisor::interrupt::Interrupts::new();
+    let signal = crate::signal::StopSignal::default();
+    stop.watch(signal.clone())
+        .map_err(|e| anyhow::anyhow!("cannot watch for signals: {e}"))?;
+    let cancel = running.cancellation_token();
+    tokio::select! {
+        _ = running.waiting() => {}
+        _ = signal.stopped() => cancel.cancel(),
+    }
+    inner.end().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        // An HTTP session ended (a handler the transport made for one
+        // request only never met its host, and has nothing to end).
+        if self.inner.peer.get().is_some() && Arc::strong_count(&self.inner) == 1 {
+            let inner = self.inner.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { inner.end().await });
+            }
+        }
+    }
+}
+
+/// The tools, in the order a host lists them.
+fn tools() -> Vec<Tool> {
+    fn tool<T: JsonSchema>(name: &'static str, description: &'static str, read_only: bool) -> Tool {
+        Tool::new(
+            name,
+            description,
+            Arc::new(calls::schema_of::<T>() as JsonObject),
+        )
+        .with_annotations(ToolAnnotations::new().read_only(read_only))
+    }
+    vec![
+        tool::<calls::CreateArgs>(
+            "create_sub_agent",
+            "Start a sub-agent: its own sandboxed process, with its own directory and transcript, that works on one task and reports with finish_task. Blocking by default: returns its result (status, result_summary, deliverables_files, stats). With run_in_background it returns at once with status \"running\"; you are told when it ends (a notice, and a `notices` field on your next tool result), and wait_sub_agents returns its result. Use the background for long tasks or several independent ones at once; keep sub-agents' work from overlapping (different files and directories).",
+            false,
+        ),
+        tool::<calls::StatusArgs>(
+            "get_sub_agent_status",
+            "How sub-agents stand: status, runtime, files read, commands run, tokens, and last_action (what each is doing now).",
+            true,
+        ),
+        tool::<calls::WaitArgs>(
+            "wait_sub_agents",
+            "Wait for sub-agents started in the background. mode \"any\" returns as soon as one or more ended that no earlier wait returned (call it again in a loop until `running` is empty); \"all\" when every one ended. Returns their result objects (`ended`) and the ids still running; timeout_seconds (default 50) keeps the call under a host's tool timeout.",
+            true,
+        ),
+        tool::<calls::TerminateArgs>(
+            "terminate_sub_agent",
+            "Stop a sub-agent: it is cancelled, given a grace period, then killed; its partial results and transcript are kept.",
+            false,
+        ),
+        tool::<calls::RunTeamArgs>(
+            "run_team",
+            "Run a team: a Planner makes a plan of steps from the goal (or the plan given is validated), then each step gets a Worker and a Reviewer that checks the real result and sends it back until approved. Blocking by default: returns the run's record (each step's status, attempts, verdicts and results, and what was applied to the workspace). With run_in_background it returns the run id at once; you are told when it ends.",
+            false,
+        ),
+        tool::<calls::RunStatusArgs>(
+            "get_run_status",
+            "A team run's record: its status, and each step's status, attempts, verdicts and typed results (as `troupe show RUN --json`).",
+            true,
+        ),
+    ]
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("troupe", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "troupe runs sub-agents and agent teams as sandboxed child processes in this workspace. \
+                 create_sub_agent for one task (run_in_background for long or parallel ones, then \
+                 wait_sub_agents); run_team for a goal that needs planning and review. Each agent's \
+                 transcript is a resource (troupe://agents/{id}/conversation).",
+            )
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.met(&context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.met(&context.peer);
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|tool| tool.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.met(&context.peer);
+        let server = &self.server;
+        let session = &self.inner.session;
+        let name = request.name.to_string();
+        let arguments = request.arguments;
+        let cancel = context.ct.clone();
+        let outcome = match name.as_str() {
+            "create_sub_agent" => {
+                let progress = Progress {
+                    to: context
+                        .meta
+                        .get_progress_token()
+                        .map(|token| (context.peer.clone(), token)),
+                };
+                match calls::parse(&name, arguments) {
+                    Ok(args) => agents::create(server, session, args, progress, cancel).await,
+                    Err(e) => Err(e),
+                }
+            }
+            "get_sub_agent_status" => {
+                calls::parse(&name, arguments).map(|args| agents::status(server, args))
+            }
+            "wait_sub_agents" => match calls::parse(&name, arguments) {
+                Ok(args) => agents::wait(server, session, args, cancel).await,
+                Err(e) => Err(e),
+            },
+            "terminate_sub_agent" => match calls::parse(&name, arguments) {
+                Ok(args) => agents::terminate(server, args).await,
+                Err(e) => Err(e),
+            },
+            "run_team" => match calls::parse(&name, arguments) {
+                Ok(args) => runs::run_team(server, session, args, cancel).await,
+                Err(e) => Err(e),
+            },
+            "get_run_status" => {
+                calls::parse(&name, arguments).and_then(|args| runs::get_run_status(server, args))
+            }
+            _ => {
+                let names: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
+                return Err(McpError::invalid_params(
+                    format!(
+                        "there is no tool {name}; the tools are {}",
+                        names.join(", ")
+                    ),
+                    None,
+                ));
+            }
+        };
+        announce(&context.peer, &notices::gather(server, session)).await;
+        let pending = session.take_notices();
+        Ok(answer(&name, outcome, pending).into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.met(&context.peer);
+        let listed = resources::list(&self.server.results)
+            .into_iter()
+            .map(|r| {
+                Resource::new(r.uri, r.name)
+                    .with_description(r.description)
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let templates = resources::TEMPLATES
+            .iter()
+            .map(|(template, what)| {
+                ResourceTemplate::new(*template, *what)
+                    .with_description(*what)
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.met(&context.peer);
+        let path = resources::locate(&self.server.results, &request.uri)
+            .map_err(|e| McpError::resource_not_found(e, None))?;
+        let text = crate::fsutil::read_record(&path)
+            .map_err(|e| McpError::resource_not_found(format!("{}: {e}", request.uri), None))?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.met(&context.peer);
+        resources::locate(&self.server.results, &request.uri)
+            .map_err(|e| McpError::resource_not_found(e, None))?;
+        let ended = resources::agent_of(&request.uri)
+            .is_some_and(|id| crate::cli::agents::look(&self.server.results, id).ended());
+        self.inner.session.subscribe(&request.uri, ended);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.session.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+}
+
+/// A tool's result: its object as `structuredContent` with the pending
+/// notices added, and a short text (the first line of which says what
+/// happened) for hosts that show only text.
+fn answer(tool: &str, outcome: Result<Value, CallError>, notices: Vec<Notice>) -> CallToolResult {
+    let (mut value, text, failed) = match outcome {
+        Ok(value) => {
+            let text = brief(tool, &value);
+            (value, text, false)
+        }
+        Err(error) => {
+            let kind = match &error {
+                CallError::Invalid(_) => "invalid",
+                CallError::Busy(_) => "busy",
+                CallError::Failed(_) => "failed",
+            };
+            let text = format!("{tool}: {error}");
+            let value =
+                serde_json::json!({ "success": false, "error": error.to_string(), "kind": kind });
+            (value, text, true)
+        }
+    };
+    let mut lines = vec![text];
+    if !notices.is_empty() {
+        lines.extend(notices.iter().map(|n| n.text.clone()));
+        if let Value::Object(map) = &mut value {
+            map.insert(
+                "notices".into(),
+                serde_json::to_value(&notices).unwrap_or_default(),
+            );
+        }
+    }
+    let mut result = CallToolResult::structured(value);
+    result.content = vec![ContentBlock::text(lines.join("\n\n"))];
+    result.is_error = Some(failed);
+    result
+}
+
+/// The first line of a tool's text.
+fn brief(tool: &str, value: &Value) -> String {
+    let text = |key: &str| value[key].as_str().unwrap_or_default().to_string();
+    match tool {
+        "create_sub_agent" if value["background"] == Value::Bool(true) => text("message"),
+        "create_sub_agent" => {
+            let id = value["agent_id"].to_string();
+            notices::agent_text(id.trim_matches('"'), value)
+        }
+        "get_sub_agent_status" => {
+            let agents = value["agents"].as_array().cloned().unwrap_or_default();
+            let lines: Vec<String> = agents
+                .iter()
+                .map(|a| {
+                    format!(
+                        "agent {}: {} ({} s) {}",
+                        a["agent_id"],
+                        a["status"].as_str().unwrap_or_default(),
+                        a["runtime_seconds"],
+                        a["last_action"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            match lines.is_empty() {
+                true => "no agents".to_string(),
+                false => lines.join("\n"),
+            }
+        }
+        "wait_sub_agents" => {
+            let ended = value["ended"].as_array().cloned().unwrap_or_default();
+            let mut lines: Vec<String> = ended
+                .iter()
+                .map(|r| {
+                    let id = r["agent_id"].to_string();
+                    notices::agent_text(id.trim_matches('"'), r)
+                })
+                .collect();
+            lines.push(format!(
+                "still running: {}",
+                match value["running"].as_array() {
+                    Some(ids) if !ids.is_empty() => ids
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    _ => "none".to_string(),
+                }
+            ));
+            lines.join("\n\n")
+        }
+        "terminate_sub_agent" => text("message"),
+        "run_team" if value["background"] == Value::Bool(true) => text("message"),
+        _ => {
+            let steps = value["steps"].as_array().cloned().unwrap_or_default();
+            let done = steps.iter().filter(|s| s["status"] == "completed").count();
+            format!(
+                "Run {}: {}; {done} of {} steps completed",
+                text("run_id"),
+                text("status"),
+                steps.len()
+            )
+        }
+    }
+}
