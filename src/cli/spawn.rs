@@ -106,7 +106,11 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         let task = load_task(task_path)?;
         return supervise(&args, setup, task, true).await;
     }
-    let (task, setup) = match admit(&args, sources).await {
+    let Admitted {
+        task,
+        setup,
+        counting: _counting,
+    } = match admit(&args, sources).await {
         Ok(admitted) => admitted,
         Err(Refusal::Busy(e)) => {
             crate::tell!("troupe: {e}, or spawn with --queue to wait for a slot");
@@ -192,7 +196,7 @@ impl Setup {
 /// Checks the spawn's flags, waits for a slot (with `--queue`) and makes
 /// the agent's directory and task file, indexed for `status` and `wait`:
 /// everything before the agent is started.
-pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<(TaskFile, Setup), Refusal> {
+pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<Admitted, Refusal> {
     let setup = Setup::of(args, sources)?;
     let results = setup.workspace.join(crate::protocol::RESULTS_DIR);
     let task =
@@ -202,7 +206,7 @@ pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<(TaskFile, Set
     // Held from the count to the launch, so that two spawns do not both
     // take the last slot; let go while a queued one waits.
     let mut said = false;
-    let _counting = loop {
+    let counting = loop {
         let counting = match max {
             Some(_) => Some(
                 registry::count_lock(&results)
@@ -228,7 +232,21 @@ pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<(TaskFile, Set
         .await
         .map_err(anyhow::Error::from)?;
     registry::index(&results, &id, &task.agent_dir).map_err(anyhow::Error::from)?;
-    Ok((task, setup))
+    Ok(Admitted {
+        task,
+        setup,
+        counting,
+    })
+}
+
+/// An agent ready to start.
+pub struct Admitted {
+    pub task: TaskFile,
+    setup: Setup,
+    /// With `--max-concurrent`: the count's lock, to be held until the
+    /// agent's supervisor holds the agent, so that no other spawn counts
+    /// before it.
+    pub counting: Option<crate::fsutil::dir_lock::DirLock>,
 }
 
 /// The exit code of a background spawn refused for want of a slot

@@ -25,7 +25,20 @@ pub fn run_dirs(results: &Path) -> Vec<PathBuf> {
                 && is_regular(&path.join("run.json"))
         })
         .collect();
-    dirs.sort();
+    // Run ids name the second a run began, and two runs begun in one
+    // second are told apart by when their directories were made.
+    dirs.sort_by_cached_key(|dir| {
+        let made = std::fs::symlink_metadata(dir)
+            .and_then(|meta| meta.created().or_else(|_| meta.modified()))
+            .ok();
+        let second = dir.file_name().map(|name| {
+            name.to_string_lossy()
+                .get(..20)
+                .unwrap_or_default()
+                .to_string()
+        });
+        (second, made, dir.clone())
+    });
     dirs.reverse();
     dirs
 }

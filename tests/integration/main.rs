@@ -21,6 +21,7 @@ mod kills;
 mod landing;
 mod launcher;
 mod mcp;
+mod mcp_serve;
 mod newcomer;
 mod overlay;
 mod real_endpoint;

@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallError, CreateArgs, StatusArgs, TerminateArgs, WaitArgs, WaitMode};
 use super::ceiling::For;
+use super::progress::Progress;
 use super::session::{Session, Tied};
-use super::{Progress, Server, path_flag};
+use super::{Server, path_flag};
 use crate::cli::agents::{look, result_object, stop};
 use crate::cli::background::{LaunchError, launch};
 use crate::cli::spawn::{Refusal, admit};
@@ -38,7 +39,7 @@ pub async fn create(
     server: &Server,
     session: &Session,
     args: CreateArgs,
-    progress: Progress,
+    mut progress: Progress,
     cancel: CancellationToken,
 ) -> Result<Value, CallError> {
     let timeout = args.timeout_seconds.unwrap_or(600);
@@ -52,6 +53,17 @@ pub async fn create(
             "timeout_seconds {timeout} is above the server's --timeout {}; ask for at most {}, or start the server with a larger --timeout",
             server.bounds.timeout, server.bounds.timeout
         )));
+    }
+    let summary = args.summary.trim();
+    if summary.is_empty() || summary.contains(['\n', '\r']) || summary.chars().count() > 80 {
+        return Err(CallError::invalid(
+            "summary: give the task in a few words, one line of at most 80 characters (the task itself goes in task)",
+        ));
+    }
+    if args.task.trim().is_empty() {
+        return Err(CallError::invalid(
+            "task is empty; say what the agent should do",
+        ));
     }
     let deliverables = args
         .deliverables_dir
@@ -67,9 +79,15 @@ pub async fn create(
         Some(id) => id,
         None => next_free(&server.results),
     };
+    let key = id.to_string();
+    if !look(&server.results, &key).ended() {
+        return Err(CallError::invalid(format!(
+            "agent_id {id} is already running; wait for it (wait_sub_agents) or stop it (terminate_sub_agent), or leave agent_id out for the next free one"
+        )));
+    }
     let mut spawn_args: Vec<std::ffi::OsString> = vec![
         format!("--id={id}").into(),
-        format!("--summary={}", args.summary).into(),
+        format!("--summary={summary}").into(),
         path_flag("--task-file", &task_file),
         path_flag("--workspace", &server.workspace),
         format!("--timeout={timeout}").into(),
@@ -86,7 +104,7 @@ pub async fn create(
     }
     let argv = server.ceiling.command(For::Spawn, &["timeout"], spawn_args);
     let spawn = server.parse_spawn(&argv)?;
-    let (task, _) = admit(&spawn, &server.sources)
+    let admitted = admit(&spawn, &server.sources)
         .await
         .map_err(|refusal| match refusal {
             Refusal::Busy(e) => CallError::Busy(format!(
@@ -104,7 +122,8 @@ pub async fn create(
         true => Spawn::detached(),
         false => Spawn::tied(),
     };
-    let launched = launch(&task, supervisor_argv, policy)
+    let task = &admitted.task;
+    let launched = launch(task, supervisor_argv, policy)
         .await
         .map_err(|e| match e {
             LaunchError::Ended { code, log } => CallError::Failed(format!(
@@ -113,7 +132,7 @@ pub async fn create(
             )),
             other => CallError::failed(other),
         })?;
-    let key = id.to_string();
+    drop(admitted.counting);
     if background {
         session.watch_agent(&key);
         return serde_json::to_value(&launched.started).map_err(CallError::failed);
@@ -121,8 +140,7 @@ pub async fn create(
     let tied = Tied::new(launched.started.supervisor_pid);
     session.tie_agent(&key);
     let mut supervisor = launched.supervisor;
-    let mut last_action = String::new();
-    let mut changes = 0u32;
+    progress.follow(&key, task.subagent_dir().join("supervisor.log"));
     let mut stopping = false;
     loop {
         tokio::select! {
@@ -131,16 +149,10 @@ pub async fn create(
                 stopping = true;
                 tied.stop();
             }
-            () = tokio::time::sleep(POLL * 2) => {
-                let seen = look(&server.results, &key);
-                if seen.last_action() != last_action {
-                    last_action = seen.last_action().to_string();
-                    changes += 1;
-                    progress.report(changes, &last_action);
-                }
-            }
+            () = tokio::time::sleep(POLL) => progress.poll(),
         }
     }
+    progress.poll();
     tied.ended();
     session.untie_agent(&key);
     let seen = look(&server.results, &key);

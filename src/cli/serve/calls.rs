@@ -39,8 +39,16 @@ pub fn parse<T: for<'de> Deserialize<'de>>(
     arguments: Option<serde_json::Map<String, Value>>,
 ) -> Result<T, CallError> {
     let value = Value::Object(arguments.unwrap_or_default());
-    serde_json::from_value(value)
-        .map_err(|e| CallError::invalid(format!("{tool}: {e}; see the tool's inputSchema")))
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        match path.as_str() {
+            "." => CallError::invalid(format!("{tool}: {inner}; see the tool's inputSchema")),
+            field => CallError::invalid(format!(
+                "{tool}: {field}: {inner}; see the tool's inputSchema"
+            )),
+        }
+    })
 }
 
 /// An agent's number, as the seed numbers them.

@@ -8,10 +8,10 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, ToolAnnotations,
-    UnsubscribeRequestParams,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -20,8 +20,9 @@ use serde_json::Value;
 
 use super::calls::{self, CallError};
 use super::notices::Notice;
+use super::progress::Progress;
 use super::session::Session;
-use super::{OnDisconnect, Progress, Server, agents, notices, resources, runs};
+use super::{OnDisconnect, Server, agents, notices, resources, runs};
 
 /// How often a session looks for ended agents and runs.
 const WATCH: Duration = Duration::from_millis(250);
@@ -223,6 +224,13 @@ impl ServerHandler for Handler {
             )
     }
 
+    /// The versions with a session: notices, subscriptions and progress
+    /// all outlive one request, which the stateless 2026-07-28 revision
+    /// does not keep. Hosts that speak it fall back to `initialize`.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.met(&context.peer);
     }
@@ -253,12 +261,12 @@ impl ServerHandler for Handler {
         let cancel = context.ct.clone();
         let outcome = match name.as_str() {
             "create_sub_agent" => {
-                let progress = Progress {
-                    to: context
+                let progress = Progress::new(
+                    context
                         .meta
                         .get_progress_token()
                         .map(|token| (context.peer.clone(), token)),
-                };
+                );
                 match calls::parse(&name, arguments) {
                     Ok(args) => agents::create(server, session, args, progress, cancel).await,
                     Err(e) => Err(e),
@@ -353,7 +361,9 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.met(&context.peer);
-        resources::locate(&self.server.results, &request.uri)
+        // An agent's files may not be there yet: the subscription is to
+        // what they will be.
+        resources::path_of(&self.server.results, &request.uri)
             .map_err(|e| McpError::resource_not_found(e, None))?;
         let ended = resources::agent_of(&request.uri)
             .is_some_and(|id| crate::cli::agents::look(&self.server.results, id).ended());

@@ -15,6 +15,7 @@ mod ceiling;
 mod handler;
 mod http;
 mod notices;
+mod progress;
 mod resources;
 mod runs;
 mod session;
@@ -165,32 +166,13 @@ impl Server {
     }
 }
 
-/// A blocking call's progress, sent to the host when it asked for it.
-pub struct Progress {
-    to: Option<(rmcp::Peer<rmcp::RoleServer>, rmcp::model::ProgressToken)>,
-}
-
-impl Progress {
-    pub fn report(&self, step: u32, message: &str) {
-        let Some((peer, token)) = &self.to else {
-            return;
-        };
-        let note = rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step))
-            .with_message(message.to_string());
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let _ = peer.notify_progress(note).await;
-        });
-    }
-}
-
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let listen = args.listen.as_deref().map(loopback).transpose()?;
     let argv: Vec<OsString> = std::env::args_os().collect();
     let sources = Sources::load(&argv)?;
     let workspace = super::workspace::open_workspace(&args.workspace)?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
     check_settings(&args, &sources, &results)?;
-    let listen = args.listen.as_deref().map(loopback).transpose()?;
     let token = match &listen {
         Some(_) => Some(token(args.token_env.as_deref())?),
         None => None,

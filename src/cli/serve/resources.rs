@@ -88,8 +88,20 @@ pub fn list(results: &Path) -> Vec<Listed> {
     out
 }
 
-/// The file `uri` names, or why it names none.
+/// The file `uri` names, once it exists, or why it names none.
 pub fn locate(results: &Path, uri: &str) -> Result<PathBuf, String> {
+    let path = path_of(results, uri)?;
+    if !path.is_file() {
+        return Err(format!(
+            "{uri}: there is no such file yet ({})",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// The file `uri` names, there or not yet.
+pub fn path_of(results: &Path, uri: &str) -> Result<PathBuf, String> {
     let rest = uri
         .strip_prefix(SCHEME)
         .ok_or_else(|| format!("{uri} is not a troupe:// resource"))?;
@@ -116,12 +128,6 @@ pub fn locate(results: &Path, uri: &str) -> Result<PathBuf, String> {
         }
         _ => return Err(unknown(uri)),
     };
-    if !path.is_file() {
-        return Err(format!(
-            "{uri}: there is no such file yet ({})",
-            path.display()
-        ));
-    }
     Ok(path)
 }
 
