@@ -219,3 +219,37 @@ pub fn ended(sandbox: &Sandbox, id: u32) -> Value {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `server` (from `serve_command`) as the unprivileged user `nobody`, the
+/// sandbox made theirs, when the tests run as root; as it is otherwise.
+/// The host stays the caller's: it is the server that must hold.
+pub fn as_ordinary_user(test: &str, sandbox: &Sandbox, server: Vec<String>) -> Option<Vec<String>> {
+    if !crate::hostile::is_root() {
+        return Some(server);
+    }
+    if !present(
+        test,
+        "setpriv (util-linux)",
+        crate::common::on_path("setpriv"),
+    ) {
+        return None;
+    }
+    let owner = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(sandbox.root())
+        .status()
+        .unwrap();
+    assert!(owner.success());
+    let mut wrapped: Vec<String> = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    wrapped.extend(server);
+    Some(wrapped)
+}

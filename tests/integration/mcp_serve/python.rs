@@ -517,3 +517,45 @@ fn bad_input_gets_an_error_that_names_the_field_and_the_server_goes_on() {
     );
     assert!(!sandbox.root().join("out").exists());
 }
+
+#[test]
+fn an_ordinary_users_server_runs_background_agents_and_stops_a_long_one() {
+    let test = "mcp serve as an ordinary user";
+    let Some(python) = host(test, Sdk::Python) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let model = agents_script(&sandbox, &[1, 2, 3], &[]);
+    let Some(server) =
+        super::as_ordinary_user(test, &sandbox, serve_command(&sandbox, &model, &[]))
+    else {
+        return;
+    };
+    let report = play(python, "background", Transport::Stdio, &server);
+    let statuses: Vec<&Value> = report["status"]["structured"]["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["status"])
+        .collect();
+    assert_eq!(
+        statuses,
+        ["completed", "completed", "completed"],
+        "{report}"
+    );
+
+    let sandbox = Sandbox::new();
+    let model = agents_script(&sandbox, &[], &[1]);
+    let server = serve_command(&sandbox, &model, &["--kill-grace", "2"]);
+    let server = super::as_ordinary_user(test, &sandbox, server).unwrap();
+    let python = host(test, Sdk::Python).unwrap();
+    let report = play(python, "terminate", Transport::Stdio, &server);
+    assert_eq!(
+        report["stopped"]["structured"]["status"], "terminated",
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.agent_dir(1).join("part.txt")).unwrap(),
+        "half done"
+    );
+}
