@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 mod collector;
 #[path = "support/endpoint.rs"]
 mod endpoint;
+#[path = "support/mcp_host.rs"]
+mod mcp_host;
 
 const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
 const AGENT: &str = env!("CARGO_BIN_EXE_troupe-agent");
@@ -92,7 +94,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 13] = [
+    let scenarios: [(&str, Scenario); 14] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -106,6 +108,7 @@ fn main() {
         ("peer", peer_dag),
         ("namespaces", namespace_set),
         ("traces", trace_export),
+        ("mcp", mcp_round_trip),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -308,6 +311,40 @@ fn overhead(bench: &mut Bench) {
         );
         bench.record(S, name, "ms", "", value);
     }
+}
+
+/// Scenario 14: a blocking `create_sub_agent` through `troupe mcp
+/// serve` against `troupe spawn` of the same agent, side by side, on a
+/// model that answers at once (what the server adds is all there is).
+fn mcp_round_trip(bench: &mut Bench) {
+    let agents = if bench.quick { 3 } else { 20 };
+    let setup = Setup::new(&json!({"summary": "mcp", "steps": []}), Vec::new());
+    let script = setup.dir.path().join("agents.json");
+    let finish = json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]});
+    std::fs::write(
+        &script,
+        json!({"rules": [{"role": "worker", "reply": [finish]}]}).to_string(),
+    )
+    .expect("the script");
+    let ws = setup.ws();
+    std::fs::create_dir_all(&ws).expect("the workspace");
+    let model = format!("scripted:{}", script.display());
+    let (spawned, created) = mcp_host::spawn_against_create(TROUPE, &ws, &model, agents);
+    const S: &str = "14. create_sub_agent over MCP";
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (spawn, create) = (median(spawned), median(created));
+    bench.record(S, "troupe spawn, one agent (median)", "ms", "", spawn);
+    bench.record(S, "create_sub_agent, blocking (median)", "ms", "", create);
+    bench.record(
+        S,
+        "create_sub_agent - troupe spawn",
+        "ms",
+        "< 10",
+        create - spawn,
+    );
 }
 
 /// User and system time of every waited-for descendant so far: troupe,

@@ -102,7 +102,7 @@ pub struct SpawnArgs {
 
 pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     if let Some(task_path) = &args.supervise {
-        let setup = Setup::of(&args, sources)?;
+        let setup = Setup::of(&args, sources).await?;
         let task = load_task(task_path)?;
         return supervise(&args, setup, task, true).await;
     }
@@ -168,7 +168,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    fn of(args: &SpawnArgs, sources: &Sources) -> anyhow::Result<Setup> {
+    async fn of(args: &SpawnArgs, sources: &Sources) -> anyhow::Result<Setup> {
         let role = args
             .model
             .resolve_single(Actor::Worker, sources)
@@ -182,6 +182,10 @@ impl Setup {
             args.max_tokens,
         )?;
         role.bound(&mut settings.limits);
+        // The remote servers' tools go into the task file.
+        settings.remote_mcp = RemoteServers::connect(&settings.mcp, &workspace)
+            .await
+            .map(std::sync::Arc::new);
         // The model (a script that must exist, an endpoint URL that must
         // parse) is checked before any record is touched.
         let model = build_model(&role.config).map_err(UsageError::of)?;
@@ -197,7 +201,7 @@ impl Setup {
 /// the agent's directory and task file, indexed for `status` and `wait`:
 /// everything before the agent is started.
 pub async fn admit(args: &SpawnArgs, sources: &Sources) -> Result<Admitted, Refusal> {
-    let setup = Setup::of(args, sources)?;
+    let setup = Setup::of(args, sources).await?;
     let results = setup.workspace.join(crate::protocol::RESULTS_DIR);
     let task =
         build_task(args, setup.workspace.clone(), &setup.settings).map_err(anyhow::Error::from)?;
@@ -263,13 +267,8 @@ async fn supervise(
     background: bool,
 ) -> anyhow::Result<ExitCode> {
     let Setup {
-        mut settings,
-        model,
-        workspace,
+        settings, model, ..
     } = setup;
-    settings.remote_mcp = RemoteServers::connect(&settings.mcp, &workspace)
-        .await
-        .map(std::sync::Arc::new);
     let settings = &settings;
     let _lock = AgentLock::acquire(&task.agent_dir).map_err(UsageError::of)?;
     let progress = Progress::stderr();
