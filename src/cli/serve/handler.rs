@@ -6,10 +6,10 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
     ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
@@ -18,11 +18,12 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde_json::Value;
 
+use super::answers::answer;
 use super::calls::{self, CallError};
 use super::notices::Notice;
 use super::progress::Progress;
 use super::session::Session;
-use super::{OnDisconnect, Server, agents, notices, resources, runs};
+use super::{OnDisconnect, Server, agents, notices, resources, runs, tasks};
 
 /// How often a session looks for ended agents and runs.
 const WATCH: Duration = Duration::from_millis(250);
@@ -36,7 +37,7 @@ pub struct Handler {
 
 struct Inner {
     server: Arc<Server>,
-    session: Session,
+    session: Arc<Session>,
     /// The host, once it spoke: notices go to it.
     peer: OnceLock<Peer<RoleServer>>,
 }
@@ -46,7 +47,7 @@ impl Handler {
         Handler {
             inner: Arc::new(Inner {
                 server: server.clone(),
-                session: Session::default(),
+                session: Arc::new(Session::default()),
                 peer: OnceLock::new(),
             }),
             server,
@@ -161,6 +162,17 @@ impl Drop for Handler {
     }
 }
 
+/// The call `name` as a task may carry it, its arguments parsed; `None`
+/// for a tool that answers at once.
+fn long_call(name: &str, arguments: &Option<JsonObject>) -> Option<Result<tasks::Long, CallError>> {
+    let arguments = arguments.clone();
+    match name {
+        "create_sub_agent" => Some(calls::parse(name, arguments).map(tasks::Long::Create)),
+        "run_team" => Some(calls::parse(name, arguments).map(tasks::Long::Team)),
+        _ => None,
+    }
+}
+
 /// The tools, in the order a host lists them.
 fn tools() -> Vec<Tool> {
     fn tool<T: JsonSchema>(name: &'static str, description: &'static str, read_only: bool) -> Tool {
@@ -213,6 +225,7 @@ impl ServerHandler for Handler {
             .enable_resources()
             .enable_resources_subscribe()
             .enable_logging()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("troupe", env!("CARGO_PKG_VERSION")))
@@ -259,6 +272,19 @@ impl ServerHandler for Handler {
         let name = request.name.to_string();
         let arguments = request.arguments;
         let cancel = context.ct.clone();
+        if context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+            && let Some(long) = long_call(&name, &arguments)
+        {
+            return Ok(match long {
+                Ok(long) => {
+                    let task = tasks::start(server.clone(), self.inner.session.clone(), long);
+                    CallToolResponse::Task(CreateTaskResult::new(task))
+                }
+                Err(error) => answer(&name, Err(error), Vec::new()).into(),
+            });
+        }
         let outcome = match name.as_str() {
             "create_sub_agent" => {
                 let progress = Progress::new(
@@ -380,6 +406,24 @@ impl ServerHandler for Handler {
         Ok(())
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(
+            self.server.tasks.get_task(&request.task_id)?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.server.tasks.cancel_task(&request.task_id)
+    }
+
     #[allow(deprecated)]
     async fn set_level(
         &self,
@@ -387,107 +431,5 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         Ok(())
-    }
-}
-
-/// A tool's result: its object as `structuredContent` with the pending
-/// notices added, and a short text (the first line of which says what
-/// happened) for hosts that show only text.
-fn answer(tool: &str, outcome: Result<Value, CallError>, notices: Vec<Notice>) -> CallToolResult {
-    let (mut value, text, failed) = match outcome {
-        Ok(value) => {
-            let text = brief(tool, &value);
-            (value, text, false)
-        }
-        Err(error) => {
-            let kind = match &error {
-                CallError::Invalid(_) => "invalid",
-                CallError::Busy(_) => "busy",
-                CallError::Failed(_) => "failed",
-            };
-            let text = format!("{tool}: {error}");
-            let value =
-                serde_json::json!({ "success": false, "error": error.to_string(), "kind": kind });
-            (value, text, true)
-        }
-    };
-    let mut lines = vec![text];
-    if !notices.is_empty() {
-        lines.extend(notices.iter().map(|n| n.text.clone()));
-        if let Value::Object(map) = &mut value {
-            map.insert(
-                "notices".into(),
-                serde_json::to_value(&notices).unwrap_or_default(),
-            );
-        }
-    }
-    let mut result = CallToolResult::structured(value);
-    result.content = vec![ContentBlock::text(lines.join("\n\n"))];
-    result.is_error = Some(failed);
-    result
-}
-
-/// The first line of a tool's text.
-fn brief(tool: &str, value: &Value) -> String {
-    let text = |key: &str| value[key].as_str().unwrap_or_default().to_string();
-    match tool {
-        "create_sub_agent" if value["background"] == Value::Bool(true) => text("message"),
-        "create_sub_agent" => {
-            let id = value["agent_id"].to_string();
-            notices::agent_text(id.trim_matches('"'), value)
-        }
-        "get_sub_agent_status" => {
-            let agents = value["agents"].as_array().cloned().unwrap_or_default();
-            let lines: Vec<String> = agents
-                .iter()
-                .map(|a| {
-                    format!(
-                        "agent {}: {} ({} s) {}",
-                        a["agent_id"],
-                        a["status"].as_str().unwrap_or_default(),
-                        a["runtime_seconds"],
-                        a["last_action"].as_str().unwrap_or_default()
-                    )
-                })
-                .collect();
-            match lines.is_empty() {
-                true => "no agents".to_string(),
-                false => lines.join("\n"),
-            }
-        }
-        "wait_sub_agents" => {
-            let ended = value["ended"].as_array().cloned().unwrap_or_default();
-            let mut lines: Vec<String> = ended
-                .iter()
-                .map(|r| {
-                    let id = r["agent_id"].to_string();
-                    notices::agent_text(id.trim_matches('"'), r)
-                })
-                .collect();
-            lines.push(format!(
-                "still running: {}",
-                match value["running"].as_array() {
-                    Some(ids) if !ids.is_empty() => ids
-                        .iter()
-                        .map(Value::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    _ => "none".to_string(),
-                }
-            ));
-            lines.join("\n\n")
-        }
-        "terminate_sub_agent" => text("message"),
-        "run_team" if value["background"] == Value::Bool(true) => text("message"),
-        _ => {
-            let steps = value["steps"].as_array().cloned().unwrap_or_default();
-            let done = steps.iter().filter(|s| s["status"] == "completed").count();
-            format!(
-                "Run {}: {}; {done} of {} steps completed",
-                text("run_id"),
-                text("status"),
-                steps.len()
-            )
-        }
     }
 }

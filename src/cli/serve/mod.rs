@@ -10,6 +10,7 @@
 //! The server's flags are the ceiling of every call ([`ceiling`]).
 
 mod agents;
+mod answers;
 mod calls;
 mod ceiling;
 mod handler;
@@ -19,6 +20,7 @@ mod progress;
 mod resources;
 mod runs;
 mod session;
+mod tasks;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -126,6 +128,8 @@ pub struct Server {
     /// and the runs' event logs; gone with the server.
     scratch: tempfile::TempDir,
     files: AtomicU64,
+    /// The calls run as MCP tasks, of every session.
+    pub tasks: rmcp::task_manager::TaskManager,
 }
 
 impl Server {
@@ -196,6 +200,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         numbering: tokio::sync::Mutex::new(()),
         scratch,
         files: AtomicU64::new(0),
+        tasks: rmcp::task_manager::TaskManager::new(),
     });
     match (listen, token) {
         (Some(address), Some(token)) => {

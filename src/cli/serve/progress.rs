@@ -7,10 +7,13 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::task_manager::TaskContext;
 use rmcp::{Peer, RoleServer};
 
 pub struct Progress {
     to: Option<(Peer<RoleServer>, ProgressToken)>,
+    /// The task the call runs as, whose status message is the last line.
+    task: Option<TaskContext>,
     /// The supervisor's log, and how much of it was read.
     log: PathBuf,
     read: u64,
@@ -23,11 +26,18 @@ impl Progress {
     pub fn new(to: Option<(Peer<RoleServer>, ProgressToken)>) -> Progress {
         Progress {
             to,
+            task: None,
             log: PathBuf::new(),
             read: 0,
             prefix: String::new(),
             sent: 0,
         }
+    }
+
+    /// The same, for a call run as `task`.
+    pub fn for_task(mut self, task: TaskContext) -> Progress {
+        self.task = Some(task);
+        self
     }
 
     /// Follows agent `id`, whose supervisor writes `log`.
@@ -38,9 +48,9 @@ impl Progress {
 
     /// Sends each line the supervisor completed since the last look.
     pub fn poll(&mut self) {
-        let Some((peer, token)) = &self.to else {
+        if self.to.is_none() && self.task.is_none() {
             return;
-        };
+        }
         let Ok(mut file) = std::fs::File::open(&self.log) else {
             return;
         };
@@ -59,6 +69,12 @@ impl Progress {
                 continue;
             };
             self.sent += 1;
+            if let Some(task) = &self.task {
+                task.set_status_message(said);
+            }
+            let Some((peer, token)) = &self.to else {
+                continue;
+            };
             let note = ProgressNotificationParam::new(token.clone(), f64::from(self.sent))
                 .with_message(said.to_string());
             let peer = peer.clone();

@@ -7,6 +7,7 @@
 mod http;
 mod node;
 mod python;
+mod tasks;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
