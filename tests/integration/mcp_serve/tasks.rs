@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientInfo,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, Implementation, TaskPayload, TaskStatus,
 };
 use rmcp::transport::TokioChildProcess;
@@ -44,7 +44,7 @@ fn a_host_with_tasks_polls_a_create_to_its_result_and_cancels_another() {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let host = ClientInfo::new(
+        let host = ClientConfig::new(
             ClientCapabilities::builder().enable_tasks().build(),
             Implementation::new("troupe-test-host", "1.0.0"),
         )
