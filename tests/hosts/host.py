@@ -291,13 +291,31 @@ async def leave(client: Client, host: Host) -> dict:
 
     async with anyio.create_task_group() as group:
         group.start_soon(blocking)
-        await anyio.sleep(3)
+        # Leaves once agent 2 wrote its file and waits for the model.
+        with anyio.move_on_after(60):
+            while True:
+                status = await call(client, "get_sub_agent_status", {"agent_ids": [2]})
+                agents = status["structured"]["agents"]
+                if agents and "turn 2" in agents[0]["last_action"]:
+                    break
+                await anyio.sleep(0.2)
         print(json.dumps({"started": started}), flush=True)
         os._exit(0)
     return {}
 
 
-SCENARIOS = {f.__name__: f for f in (listing, blocking, background, notices, terminate, cancel, team, resources, crowd, bad_input, leave)}
+async def hold(client: Client, host: Host) -> dict:
+    """Waits on a blocking create of agent 1 until the server is gone."""
+    try:
+        await client.call_tool(
+            "create_sub_agent", {"agent_id": 1, "summary": "held", "task": "write part.txt, then think"}
+        )
+    except Exception as e:
+        return {"ended": str(e)}
+    return {"ended": "answered"}
+
+
+SCENARIOS = {f.__name__: f for f in (hold, listing, blocking, background, notices, terminate, cancel, team, resources, crowd, bad_input, leave)}
 
 
 async def main() -> None:

@@ -20,7 +20,7 @@ use super::progress::Progress;
 use super::session::{Session, Tied};
 use super::{Server, path_flag};
 use crate::cli::agents::{look, result_object, stop};
-use crate::cli::background::{LaunchError, launch};
+use crate::cli::background::{LaunchError, Launched, launch};
 use crate::cli::spawn::{Refusal, admit};
 use crate::process::Spawn;
 use crate::supervisor::registry;
@@ -33,7 +33,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// Seconds `terminate_sub_agent` waits for an agent to stop before it
 /// kills it outright, as `troupe terminate` does.
-const PATIENCE: u64 = 30;
+pub const PATIENCE: u64 = 30;
 
 pub async fn create(
     server: &Server,
@@ -42,34 +42,11 @@ pub async fn create(
     mut progress: Progress,
     cancel: CancellationToken,
 ) -> Result<Value, CallError> {
-    let timeout = args.timeout_seconds.unwrap_or(600);
-    if !TIMEOUT_RANGE.contains(&timeout) {
-        return Err(CallError::invalid(format!(
-            "timeout_seconds {timeout} is outside 60..=3600; ask for a number of seconds in that range"
-        )));
-    }
-    if timeout > server.bounds.timeout {
-        return Err(CallError::invalid(format!(
-            "timeout_seconds {timeout} is above the server's --timeout {}; ask for at most {}, or start the server with a larger --timeout",
-            server.bounds.timeout, server.bounds.timeout
-        )));
-    }
-    let summary = args.summary.trim();
-    if summary.is_empty() || summary.contains(['\n', '\r']) || summary.chars().count() > 80 {
-        return Err(CallError::invalid(
-            "summary: give the task in a few words, one line of at most 80 characters (the task itself goes in task)",
-        ));
-    }
-    if args.task.trim().is_empty() {
-        return Err(CallError::invalid(
-            "task is empty; say what the agent should do",
-        ));
-    }
-    let deliverables = args
-        .deliverables_dir
-        .as_deref()
-        .map(|dir| inside(&server.workspace, dir))
-        .transpose()?;
+    let Checked {
+        timeout,
+        summary,
+        deliverables,
+    } = check(server, &args)?;
     let task_file = server.write_scratch("task", "md", args.task.as_bytes())?;
     // Numbered and admitted under one lock, so that two calls that leave
     // the id out do not take the same one.
@@ -108,7 +85,7 @@ pub async fn create(
         .await
         .map_err(|refusal| match refusal {
             Refusal::Busy(e) => CallError::Busy(format!(
-                "{e}: wait for one (wait_sub_agents), or start the server with --queue to have calls wait for a slot"
+                "{e} (wait_sub_agents), or start the server with --queue to have creates wait for a slot"
             )),
             Refusal::Other(e) => usage_or_failure(e),
         })?;
@@ -137,10 +114,65 @@ pub async fn create(
         session.watch_agent(&key);
         return serde_json::to_value(&launched.started).map_err(CallError::failed);
     }
-    let tied = Tied::new(launched.started.supervisor_pid);
-    session.tie_agent(&key);
-    let mut supervisor = launched.supervisor;
     progress.follow(&key, task.subagent_dir().join("supervisor.log"));
+    session.tie_agent(&key);
+    follow(launched, progress, cancel).await;
+    session.untie_agent(&key);
+    let seen = look(&server.results, &key);
+    session.returned(&key);
+    Ok(result_object(&server.results, &key, &seen))
+}
+
+/// A create's arguments, checked against the seed's bounds and the
+/// server's.
+struct Checked {
+    timeout: u64,
+    summary: String,
+    deliverables: Option<PathBuf>,
+}
+
+fn check(server: &Server, args: &CreateArgs) -> Result<Checked, CallError> {
+    let timeout = args.timeout_seconds.unwrap_or(600);
+    if !TIMEOUT_RANGE.contains(&timeout) {
+        return Err(CallError::invalid(format!(
+            "timeout_seconds {timeout} is outside 60..=3600; ask for a number of seconds in that range"
+        )));
+    }
+    if timeout > server.bounds.timeout {
+        return Err(CallError::invalid(format!(
+            "timeout_seconds {timeout} is above the server's --timeout {}; ask for at most {}, or start the server with a larger --timeout",
+            server.bounds.timeout, server.bounds.timeout
+        )));
+    }
+    let summary = args.summary.trim();
+    if summary.is_empty() || summary.contains(['\n', '\r']) || summary.chars().count() > 80 {
+        return Err(CallError::invalid(
+            "summary: give the task in a few words, one line of at most 80 characters (the task itself goes in task)",
+        ));
+    }
+    if args.task.trim().is_empty() {
+        return Err(CallError::invalid(
+            "task is empty; say what the agent should do",
+        ));
+    }
+    let deliverables = args
+        .deliverables_dir
+        .as_deref()
+        .map(|dir| inside(&server.workspace, dir))
+        .transpose()?;
+    Ok(Checked {
+        timeout,
+        summary: summary.to_string(),
+        deliverables,
+    })
+}
+
+/// Follows a blocking call's supervisor to its end, passing its lines on
+/// as progress; a cancel of the call stops it (it stops its agent and
+/// keeps the records), and so does dropping this future.
+async fn follow(launched: Launched, mut progress: Progress, cancel: CancellationToken) {
+    let tied = Tied::new(launched.started.supervisor_pid);
+    let mut supervisor = launched.supervisor;
     let mut stopping = false;
     loop {
         tokio::select! {
@@ -154,10 +186,6 @@ pub async fn create(
     }
     progress.poll();
     tied.ended();
-    session.untie_agent(&key);
-    let seen = look(&server.results, &key);
-    session.returned(&key);
-    Ok(result_object(&server.results, &key, &seen))
 }
 
 pub fn status(server: &Server, args: StatusArgs) -> Value {

@@ -31,7 +31,6 @@ const WATCH: Duration = Duration::from_millis(250);
 /// One host's session: a handler per session, over the server every
 /// session shares.
 pub struct Handler {
-    server: Arc<Server>,
     inner: Arc<Inner>,
 }
 
@@ -46,11 +45,10 @@ impl Handler {
     pub fn new(server: Arc<Server>) -> Handler {
         Handler {
             inner: Arc::new(Inner {
-                server: server.clone(),
+                server,
                 session: Arc::new(Session::default()),
                 peer: OnceLock::new(),
             }),
-            server,
         }
     }
 
@@ -76,7 +74,7 @@ impl Inner {
         for id in ids {
             let seen = crate::cli::agents::look(&self.server.results, &id);
             if !seen.ended() {
-                let _ = crate::cli::agents::stop(&self.server.results, &id, 30).await;
+                let _ = crate::cli::agents::stop(&self.server.results, &id, agents::PATIENCE).await;
             }
         }
     }
@@ -267,7 +265,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.met(&context.peer);
-        let server = &self.server;
+        let server = &self.inner.server;
         let session = &self.inner.session;
         let name = request.name.to_string();
         let arguments = request.arguments;
@@ -338,7 +336,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         self.met(&context.peer);
-        let listed = resources::list(&self.server.results)
+        let listed = resources::list(&self.inner.server.results)
             .into_iter()
             .map(|r| {
                 Resource::new(r.uri, r.name)
@@ -371,7 +369,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         self.met(&context.peer);
-        let path = resources::locate(&self.server.results, &request.uri)
+        let path = resources::locate(&self.inner.server.results, &request.uri)
             .map_err(|e| McpError::resource_not_found(e, None))?;
         let text = crate::fsutil::read_record(&path)
             .map_err(|e| McpError::resource_not_found(format!("{}: {e}", request.uri), None))?;
@@ -389,10 +387,10 @@ impl ServerHandler for Handler {
         self.met(&context.peer);
         // An agent's files may not be there yet: the subscription is to
         // what they will be.
-        resources::path_of(&self.server.results, &request.uri)
+        resources::path_of(&self.inner.server.results, &request.uri)
             .map_err(|e| McpError::resource_not_found(e, None))?;
         let ended = resources::agent_of(&request.uri)
-            .is_some_and(|id| crate::cli::agents::look(&self.server.results, id).ended());
+            .is_some_and(|id| crate::cli::agents::look(&self.inner.server.results, id).ended());
         self.inner.session.subscribe(&request.uri, ended);
         Ok(())
     }
@@ -412,7 +410,7 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         Ok(GetTaskResult::new(
-            self.server.tasks.get_task(&request.task_id)?,
+            self.inner.server.tasks.get_task(&request.task_id)?,
         ))
     }
 
@@ -421,7 +419,7 @@ impl ServerHandler for Handler {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.server.tasks.cancel_task(&request.task_id)
+        self.inner.server.tasks.cancel_task(&request.task_id)
     }
 
     #[allow(deprecated)]

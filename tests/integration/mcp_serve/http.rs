@@ -180,3 +180,51 @@ fn an_http_session_left_idle_ends_like_a_closed_stdin() {
     assert_eq!(blocking["status"], "terminated");
     assert_eq!(ended(&sandbox, 1)["status"], "terminated");
 }
+
+#[test]
+fn a_server_killed_outright_leaves_no_agent_of_a_blocking_call_running() {
+    let Some(mut python) = host("hold", Sdk::Python) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let model = agents_script(&sandbox, &[], &[1]);
+    let server = serve_command(&sandbox, &model, &["--kill-grace", "2"]);
+    let mut held = python
+        .args(["hold", "stdio"])
+        .args(&server)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let part = sandbox.agent_dir(1).join("part.txt");
+    let started = std::time::Instant::now();
+    while !part.exists() {
+        assert!(
+            started.elapsed() < crate::common::HANG_BOUND,
+            "agent 1 never wrote its file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let marker = format!("mcp serve --workspace {}", sandbox.ws().display());
+    // The host's own command line holds the server's: the server is the
+    // one that is troupe.
+    let servers: Vec<i32> = crate::common::processes_with(&marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "troupe")
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(servers[0]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Its supervisor is told (SIGTERM at the server's death), stops the
+    // agent and keeps what it wrote.
+    assert_eq!(ended(&sandbox, 1)["status"], "terminated");
+    assert_eq!(std::fs::read_to_string(&part).unwrap(), "half done");
+    assert_eq!(sandbox.transcript(1)["status"], "terminated");
+    let _ = held.kill();
+    let _ = held.wait();
+}

@@ -208,15 +208,25 @@ pub fn status_of(sandbox: &Sandbox, id: u32) -> Value {
     out.json()["agents"][0].clone()
 }
 
-/// Waits until agent `id` is no longer running, and returns its status.
+/// Waits until agent `id` is no longer running and its supervisor wrote
+/// its result (its transcript sealed before), and returns its status.
 pub fn ended(sandbox: &Sandbox, id: u32) -> Value {
     let started = Instant::now();
     loop {
         let status = status_of(sandbox, id);
-        if status["status"] != "running" {
+        let dir = PathBuf::from(status["deliverables_dir"].as_str().unwrap_or_default());
+        let sealed = sandbox
+            .ws()
+            .join(dir)
+            .join(".subagent/result.json")
+            .exists();
+        if status["status"] != "running" && sealed {
             return status;
         }
-        assert!(started.elapsed() < HANG_BOUND, "agent {id} did not end");
+        assert!(
+            started.elapsed() < HANG_BOUND,
+            "agent {id} did not end, or left no result: {status}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -225,32 +235,18 @@ pub fn ended(sandbox: &Sandbox, id: u32) -> Value {
 /// sandbox made theirs, when the tests run as root; as it is otherwise.
 /// The host stays the caller's: it is the server that must hold.
 pub fn as_ordinary_user(test: &str, sandbox: &Sandbox, server: Vec<String>) -> Option<Vec<String>> {
-    if !crate::hostile::is_root() {
-        return Some(server);
-    }
+    let root = crate::hostile::is_root();
     if !present(
         test,
         "setpriv (util-linux)",
-        crate::common::on_path("setpriv"),
+        !root || crate::common::on_path("setpriv"),
     ) {
         return None;
     }
-    let owner = Command::new("chown")
-        .args(["-R", "65534:65534"])
-        .arg(sandbox.root())
-        .status()
-        .unwrap();
-    assert!(owner.success());
-    let mut wrapped: Vec<String> = [
-        "setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    wrapped.extend(server);
-    Some(wrapped)
+    let mut command = Command::new(&server[0]);
+    command.args(&server[1..]);
+    let wrapped = crate::hostile::unprivileged(sandbox, command);
+    let program = wrapped.get_program().to_string_lossy().to_string();
+    let args = wrapped.get_args().map(|a| a.to_string_lossy().to_string());
+    Some(std::iter::once(program).chain(args).collect())
 }
