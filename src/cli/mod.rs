@@ -19,6 +19,7 @@ mod runs;
 mod serve;
 mod show;
 mod spawn;
+mod tied;
 mod traces;
 mod workspace;
 
@@ -83,6 +84,12 @@ pub(crate) struct Cli {
     /// file; with none of them nothing is exported.
     #[arg(long, global = true, value_name = "URL")]
     otlp_endpoint: Option<String>,
+
+    /// Stop as on SIGTERM when the process PID is no longer this one's
+    /// parent: what `troupe mcp serve` gives the troupes of its blocking
+    /// calls.
+    #[arg(long, global = true, hide = true, value_name = "PID")]
+    tied_to: Option<u32>,
 
     #[command(subcommand)]
     command: Command,
@@ -185,6 +192,9 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
+        if let Some(server) = cli.tied_to {
+            tokio::spawn(tied::watch(server));
+        }
         match cli.command {
             Command::Spawn(args) => spawn::run(*args, &sources).await,
             Command::Run(args) => run::run(*args, &sources).await,

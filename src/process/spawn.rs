@@ -153,17 +153,6 @@ impl Spawn {
         }
     }
 
-    /// A troupe process that a blocking call of `troupe mcp serve` starts
-    /// (an agent's supervisor, a run): the server's environment, a session
-    /// of its own, and SIGTERM when the server dies, which ends it as
-    /// Ctrl-C would: its agents stopped, their records kept.
-    pub fn tied() -> Spawn {
-        Spawn {
-            parent_death: Some(Signal::SIGTERM),
-            ..Spawn::detached()
-        }
-    }
-
     /// `program` with these rules applied.
     pub fn command_for(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut command = Command::new(program);

@@ -9,6 +9,7 @@
 //! the server's death all end, its partial results kept.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -17,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{CallError, CreateArgs, StatusArgs, TerminateArgs, WaitArgs, WaitMode};
 use super::ceiling::For;
 use super::progress::Progress;
-use super::session::{Session, Tied};
-use super::{Server, path_flag};
+use super::session::Session;
+use super::tied::{StopOnDrop, Tied};
+use super::{Server, path_flag, tie_to_server};
 use crate::cli::agents::{look, result_object, stop};
 use crate::cli::background::{LaunchError, Launched, launch};
 use crate::cli::spawn::{Refusal, admit};
@@ -91,16 +93,14 @@ pub async fn create(
         })?;
     drop(numbering);
     let background = args.run_in_background;
-    let supervisor_argv = argv
+    let tie = (!background).then(tie_to_server);
+    let supervisor_argv = tie
         .into_iter()
+        .chain(argv)
         .filter(|arg| arg != "--background" && arg != "--queue")
         .collect();
-    let policy = match background {
-        true => Spawn::detached(),
-        false => Spawn::tied(),
-    };
     let task = &admitted.task;
-    let launched = launch(task, supervisor_argv, policy)
+    let launched = launch(task, supervisor_argv, Spawn::detached())
         .await
         .map_err(|e| match e {
             LaunchError::Ended { code, log } => CallError::Failed(format!(
@@ -115,9 +115,10 @@ pub async fn create(
         return serde_json::to_value(&launched.started).map_err(CallError::failed);
     }
     progress.follow(&key, task.subagent_dir().join("supervisor.log"));
-    session.tie_agent(&key);
-    follow(launched, progress, cancel).await;
-    session.untie_agent(&key);
+    let tied = Tied::new(launched.started.supervisor_pid);
+    session.tie(&key, tied.clone());
+    follow(launched, tied, progress, cancel).await;
+    session.untie(&key);
     let seen = look(&server.results, &key);
     session.returned(&key);
     Ok(result_object(&server.results, &key, &seen))
@@ -170,8 +171,13 @@ fn check(server: &Server, args: &CreateArgs) -> Result<Checked, CallError> {
 /// Follows a blocking call's supervisor to its end, passing its lines on
 /// as progress; a cancel of the call stops it (it stops its agent and
 /// keeps the records), and so does dropping this future.
-async fn follow(launched: Launched, mut progress: Progress, cancel: CancellationToken) {
-    let tied = Tied::new(launched.started.supervisor_pid);
+async fn follow(
+    launched: Launched,
+    tied: Arc<Tied>,
+    mut progress: Progress,
+    cancel: CancellationToken,
+) {
+    let _dropped = StopOnDrop(tied.clone());
     let mut supervisor = launched.supervisor;
     let mut stopping = false;
     loop {
@@ -185,7 +191,7 @@ async fn follow(launched: Launched, mut progress: Progress, cancel: Cancellation
         }
     }
     progress.poll();
-    tied.ended();
+    tied.exited();
 }
 
 pub fn status(server: &Server, args: StatusArgs) -> Value {

@@ -63,19 +63,26 @@ impl Handler {
 impl Inner {
     /// The host left: what it started and waits for is stopped, and,
     /// with `--on-disconnect terminate`, what it started in the
-    /// background too.
+    /// background too. Returns once the blocking calls' troupes exited,
+    /// so that the server's own end does not ask them again.
     async fn end(&self) {
-        let mut ids = self.session.tied_agents();
-        if self.server.bounds.on_disconnect == OnDisconnect::Terminate {
-            ids.extend(self.session.background_agents());
-            self.session.stop_background_runs();
+        let tied = self.session.tied();
+        for troupe in &tied {
+            troupe.stop();
         }
-        self.session.stop_tied_runs();
-        for id in ids {
-            let seen = crate::cli::agents::look(&self.server.results, &id);
-            if !seen.ended() {
-                let _ = crate::cli::agents::stop(&self.server.results, &id, agents::PATIENCE).await;
+        if self.server.bounds.on_disconnect == OnDisconnect::Terminate {
+            self.session.stop_background_runs();
+            for id in self.session.background_agents() {
+                if !crate::cli::agents::look(&self.server.results, &id).ended() {
+                    let _ =
+                        crate::cli::agents::stop(&self.server.results, &id, agents::PATIENCE).await;
+                }
             }
+        }
+        let give_up = std::time::Instant::now() + Duration::from_secs(agents::PATIENCE);
+        while tied.iter().any(|troupe| !troupe.has_exited()) && std::time::Instant::now() < give_up
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 }

@@ -21,6 +21,7 @@ mod resources;
 mod runs;
 mod session;
 mod tasks;
+mod tied;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -267,6 +268,12 @@ fn token(env: Option<&str>) -> Result<String, UsageError> {
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     crate::tell!("troupe: bearer token for this server (shown once): {token}");
     Ok(token)
+}
+
+/// The argument that ties a troupe a blocking call starts to this
+/// server: it stops, its records kept, when the server is gone.
+pub fn tie_to_server() -> OsString {
+    format!("--tied-to={}", std::process::id()).into()
 }
 
 /// `--flag=PATH`, as one argument.

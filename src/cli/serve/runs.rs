@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallError, RunStatusArgs, RunTeamArgs};
 use super::ceiling::For;
-use super::session::{Session, Tied};
-use super::{Server, path_flag};
+use super::session::Session;
+use super::tied::{StopOnDrop, Tied};
+use super::{Server, path_flag, tie_to_server};
 use crate::process::Spawn;
 
 /// How long a run may take to say its id (it checks its flags, its plan
@@ -69,16 +70,16 @@ pub async fn run_team(
         (Some(false), false) => own.push("--no-apply".into()),
         _ => {}
     }
-    let argv = server.ceiling.command(For::Run, &[], own);
+    let tie = (!args.run_in_background).then(tie_to_server);
+    let argv: Vec<OsString> = tie
+        .into_iter()
+        .chain(server.ceiling.command(For::Run, &[], own))
+        .collect();
     let events = server.scratch_path("run", "jsonl");
     let log = server.scratch_path("run", "log");
     let open = |path: &Path| crate::fsutil::create_file(path).map_err(CallError::failed);
-    let policy = match args.run_in_background {
-        true => Spawn::detached(),
-        false => Spawn::tied(),
-    };
     let exe = std::env::current_exe().map_err(CallError::failed)?;
-    let mut child = policy
+    let mut child = Spawn::detached()
         .command_for(exe)
         .args(&argv)
         .stdin(Stdio::null())
@@ -86,14 +87,17 @@ pub async fn run_team(
         .stderr(open(&log)?)
         .spawn()
         .map_err(|e| CallError::failed(format!("cannot start troupe run: {e}")))?;
-    let tied = Tied::new(child.id().unwrap_or(0));
+    let pid = child.id().unwrap_or(0);
+    let tied = Tied::new(pid);
+    // Abandoned before it began (a cancel, a slow start): it is stopped.
+    let _dropped = StopOnDrop(tied.clone());
     let give_up = Instant::now() + START_TIMEOUT;
     let run_id = loop {
         if let Some(run_id) = first_run_id(&events) {
             break run_id;
         }
         if let Ok(Some(exit)) = child.try_wait() {
-            tied.ended();
+            tied.exited();
             let said = crate::fsutil::read_tail(&log, 16 * 1024).unwrap_or_default();
             let error = format!(
                 "troupe run ended ({exit}) before it began: {}",
@@ -113,9 +117,8 @@ pub async fn run_team(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let pid = child.id().unwrap_or(0);
     if args.run_in_background {
-        tied.ended();
+        tied.let_go();
         session.watch_run(&run_id, pid);
         return Ok(json!({
             "success": true,
@@ -125,7 +128,7 @@ pub async fn run_team(
             "message": format!("Run {run_id} started and runs in the background; get_run_status follows it"),
         }));
     }
-    session.tie_run(pid);
+    session.tie(&run_id, tied.clone());
     let exit = tokio::select! {
         exit = child.wait() => exit,
         () = cancel.cancelled() => {
@@ -133,8 +136,8 @@ pub async fn run_team(
             child.wait().await
         }
     };
-    tied.ended();
-    session.untie_run(pid);
+    tied.exited();
+    session.untie(&run_id);
     let mut status = record_of(server, &run_id)?;
     if let Value::Object(map) = &mut status {
         map.insert(

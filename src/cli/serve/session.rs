@@ -3,12 +3,13 @@
 //! already given, the notices not yet delivered, and its subscriptions.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::notices::Notice;
+use super::tied::Tied;
 
 #[derive(Default)]
 pub struct Session {
@@ -30,10 +31,8 @@ struct State {
     /// Resources the host subscribed to, and whether their agent had
     /// ended when last looked at.
     subscribed: BTreeMap<String, bool>,
-    /// Agents of blocking calls under way.
-    tied_agents: HashSet<String>,
-    /// The `troupe run` processes of blocking calls under way.
-    tied_runs: HashSet<u32>,
+    /// The troupes of blocking calls under way, by agent id or run id.
+    tied: HashMap<String, Arc<Tied>>,
     /// The `troupe run` process of each background run.
     run_pids: HashMap<String, u32>,
 }
@@ -58,32 +57,18 @@ impl Session {
         });
     }
 
-    pub fn tie_agent(&self, id: &str) {
-        self.with(|s| s.tied_agents.insert(id.to_string()));
+    /// A blocking call's troupe, while the call is under way.
+    pub fn tie(&self, key: &str, tied: Arc<Tied>) {
+        self.with(|s| s.tied.insert(key.to_string(), tied));
     }
 
-    pub fn untie_agent(&self, id: &str) {
-        self.with(|s| s.tied_agents.remove(id));
+    pub fn untie(&self, key: &str) {
+        self.with(|s| s.tied.remove(key));
     }
 
-    pub fn tied_agents(&self) -> Vec<String> {
-        self.with(|s| s.tied_agents.iter().cloned().collect())
-    }
-
-    pub fn tie_run(&self, pid: u32) {
-        self.with(|s| s.tied_runs.insert(pid));
-    }
-
-    pub fn untie_run(&self, pid: u32) {
-        self.with(|s| s.tied_runs.remove(&pid));
-    }
-
-    /// Interrupts the runs of blocking calls under way (as Ctrl-C would:
-    /// `troupe run --resume` continues them).
-    pub fn stop_tied_runs(&self) {
-        for pid in self.with(|s| s.tied_runs.iter().copied().collect::<Vec<_>>()) {
-            Tied::new(pid).stop();
-        }
+    /// The troupes of the blocking calls under way.
+    pub fn tied(&self) -> Vec<Arc<Tied>> {
+        self.with(|s| s.tied.values().cloned().collect())
     }
 
     /// Interrupts the background runs whose end was not noticed yet.
@@ -96,7 +81,10 @@ impl Session {
                 .collect()
         });
         for pid in open {
-            Tied::new(pid).stop();
+            let _ = kill(
+                Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
+                Signal::SIGTERM,
+            );
         }
     }
 
@@ -186,41 +174,4 @@ pub fn agent_key(id: &str) -> String {
 
 pub fn run_key(id: &str) -> String {
     format!("run {id}")
-}
-
-/// The supervisor of a blocking call, stopped (SIGTERM: it cancels its
-/// agent, waits out the grace, keeps the records) when the call is
-/// cancelled or dropped before the supervisor ended: the host gave up on
-/// it, or went away.
-pub struct Tied {
-    pid: Pid,
-    ended: bool,
-}
-
-impl Tied {
-    pub fn new(pid: u32) -> Tied {
-        Tied {
-            pid: Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
-            ended: false,
-        }
-    }
-
-    pub fn stop(&self) {
-        if self.pid.as_raw() > 0 {
-            let _ = kill(self.pid, Signal::SIGTERM);
-        }
-    }
-
-    /// The supervisor ended (and was waited for): nothing to stop.
-    pub fn ended(mut self) {
-        self.ended = true;
-    }
-}
-
-impl Drop for Tied {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.stop();
-        }
-    }
 }
