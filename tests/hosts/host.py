@@ -186,7 +186,19 @@ async def team(client: Client, host: Host) -> dict:
     planned = await call(client, "run_team", {"plan": plan})
     goal = await call(client, "run_team", {"goal": "write two greetings"})
     status = await call(client, "get_run_status", {"run_id": "last"})
-    return {"planned": planned, "goal": goal, "status": status}
+    background = await call(client, "run_team", {"plan": plan, "run_in_background": True})
+    with anyio.move_on_after(60):
+        while not host.logs:
+            await anyio.sleep(0.1)
+    followed = await call(client, "get_run_status", {"run_id": background["structured"]["run_id"]})
+    return {
+        "planned": planned,
+        "goal": goal,
+        "status": status,
+        "background": background,
+        "logs": host.logs,
+        "followed": followed,
+    }
 
 
 async def resources(client: Client, host: Host) -> dict:

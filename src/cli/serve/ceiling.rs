@@ -183,3 +183,70 @@ impl Ceiling {
         argv
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn ceiling(line: &str) -> Ceiling {
+        let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+        Ceiling::from_command_line(&args)
+    }
+
+    #[test]
+    fn the_flags_given_are_passed_on_and_the_defaults_are_not() {
+        let ceiling = ceiling(
+            "troupe mcp serve --workspace /w --config /c.toml --model m --timeout 900 --allow-read /a --allow-read /b --allow-network --max-parallel 3 --max-concurrent 2 --queue",
+        );
+        let spawn = strings(ceiling.command(For::Spawn, &[], Vec::new()));
+        assert_eq!(
+            spawn,
+            [
+                "--config=/c.toml",
+                "spawn",
+                "--timeout=900",
+                "--allow-network",
+                "--allow-read=/a",
+                "--allow-read=/b",
+                "--model=m"
+            ]
+        );
+        let run = strings(ceiling.command(For::Run, &["timeout"], Vec::new()));
+        assert_eq!(
+            run,
+            [
+                "--config=/c.toml",
+                "run",
+                "--allow-network",
+                "--allow-read=/a",
+                "--allow-read=/b",
+                "--model=m",
+                "--max-parallel=3"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_created_agent_takes_the_workers_model_in_place_of_the_servers() {
+        let ceiling =
+            ceiling("troupe mcp serve --model general --worker-model w --reviewer-model r");
+        let spawn = strings(ceiling.command(For::Spawn, &[], Vec::new()));
+        assert_eq!(spawn, ["spawn", "--model=w"]);
+        let run = strings(ceiling.command(For::Run, &[], Vec::new()));
+        assert_eq!(
+            run,
+            [
+                "run",
+                "--model=general",
+                "--worker-model=w",
+                "--reviewer-model=r"
+            ]
+        );
+    }
+}
