@@ -20,8 +20,8 @@ pub struct Session {
 struct State {
     /// Agents started in the background, in the order they were.
     agents: Vec<String>,
-    /// Runs started in the background.
-    runs: Vec<String>,
+    /// Runs started in the background, with their `troupe run`'s pid.
+    runs: Vec<(String, u32)>,
     /// Agents whose result a call of this session returned.
     returned: HashSet<String>,
     /// Agents and runs whose end was noticed.
@@ -33,8 +33,6 @@ struct State {
     subscribed: BTreeMap<String, bool>,
     /// The troupes of blocking calls under way, by agent id or run id.
     tied: HashMap<String, Arc<Tied>>,
-    /// The `troupe run` process of each background run.
-    run_pids: HashMap<String, u32>,
 }
 
 impl Session {
@@ -51,10 +49,7 @@ impl Session {
     }
 
     pub fn watch_run(&self, run_id: &str, pid: u32) {
-        self.with(|s| {
-            s.runs.push(run_id.to_string());
-            s.run_pids.insert(run_id.to_string(), pid);
-        });
+        self.with(|s| s.runs.push((run_id.to_string(), pid)));
     }
 
     /// A blocking call's troupe, while the call is under way.
@@ -74,7 +69,7 @@ impl Session {
     /// Interrupts the background runs whose end was not noticed yet.
     pub fn stop_background_runs(&self) {
         let open: Vec<u32> = self.with(|s| {
-            s.run_pids
+            s.runs
                 .iter()
                 .filter(|(run, _)| !s.noticed.contains(&run_key(run)))
                 .map(|(_, pid)| *pid)
@@ -96,13 +91,17 @@ impl Session {
     /// noticed.
     pub fn unnoticed(&self) -> (Vec<String>, Vec<String>) {
         self.with(|s| {
-            let open = |list: &[String], key: fn(&str) -> String| -> Vec<String> {
-                list.iter()
+            let open = |ids: Vec<&String>, key: fn(&str) -> String| -> Vec<String> {
+                ids.into_iter()
                     .filter(|id| !s.noticed.contains(&key(id)))
                     .cloned()
                     .collect()
             };
-            (open(&s.agents, agent_key), open(&s.runs, run_key))
+            let runs = s.runs.iter().map(|(run, _)| run).collect();
+            (
+                open(s.agents.iter().collect(), agent_key),
+                open(runs, run_key),
+            )
         })
     }
 
