@@ -187,8 +187,10 @@ async def team(client: Client, host: Host) -> dict:
     goal = await call(client, "run_team", {"goal": "write two greetings"})
     status = await call(client, "get_run_status", {"run_id": "last"})
     background = await call(client, "run_team", {"plan": plan, "run_in_background": True})
+    record = f"troupe://runs/{background['structured']['run_id']}/run"
+    await client.subscribe_resource(record)
     with anyio.move_on_after(60):
-        while not host.logs:
+        while not host.logs or not host.updated:
             await anyio.sleep(0.1)
     followed = await call(client, "get_run_status", {"run_id": background["structured"]["run_id"]})
     return {
@@ -197,6 +199,7 @@ async def team(client: Client, host: Host) -> dict:
         "status": status,
         "background": background,
         "logs": host.logs,
+        "updated": host.updated,
         "followed": followed,
     }
 

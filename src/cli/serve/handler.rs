@@ -103,14 +103,24 @@ async fn watch(inner: Weak<Inner>) {
             return;
         }
         announce(&peer, &notices::gather(&inner.server, &inner.session)).await;
-        for uri in inner.session.updated_subscriptions(|uri| {
-            resources::agent_of(uri)
-                .is_some_and(|id| crate::cli::agents::look(&inner.server.results, id).ended())
-        }) {
+        for uri in inner
+            .session
+            .updated_subscriptions(|uri| ended(&inner.server, uri))
+        {
             let _ = peer
                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                 .await;
         }
+    }
+}
+
+/// Whether the agent or run whose resource `uri` is has ended: its
+/// files change no more.
+fn ended(server: &Server, uri: &str) -> bool {
+    match resources::owner_of(uri) {
+        Some(resources::Owner::Agent(id)) => crate::cli::agents::look(&server.results, id).ended(),
+        Some(resources::Owner::Run(run_id)) => notices::run_end(server, run_id).is_some(),
+        None => false,
     }
 }
 
@@ -396,8 +406,7 @@ impl ServerHandler for Handler {
         // what they will be.
         resources::path_of(&self.inner.server.results, &request.uri)
             .map_err(|e| McpError::resource_not_found(e, None))?;
-        let ended = resources::agent_of(&request.uri)
-            .is_some_and(|id| crate::cli::agents::look(&self.inner.server.results, id).ended());
+        let ended = ended(&self.inner.server, &request.uri);
         self.inner.session.subscribe(&request.uri, ended);
         Ok(())
     }

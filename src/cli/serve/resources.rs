@@ -1,7 +1,8 @@
 //! Transcripts and results as MCP resources, so that a host can read what
 //! a sub-agent did: each spawned agent's `conversations.json` and
 //! `result.json`, each run's `run.json`, and each step attempt's
-//! transcript and result.
+//! transcript and result. A subscription to any of them hears of the
+//! end of its agent or run, after which they change no more.
 //!
 //! A URI names an agent, a run, a step and an attempt by their names
 //! alone; each name is checked to be one plain path component, so no URI
@@ -131,10 +132,22 @@ pub fn path_of(results: &Path, uri: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The agent whose end updates `uri`, for subscriptions.
-pub fn agent_of(uri: &str) -> Option<&str> {
-    let rest = uri.strip_prefix(SCHEME)?.strip_prefix("agents/")?;
-    rest.split('/').next().filter(|id| plain(id))
+/// Whose end updates a resource, for subscriptions.
+pub enum Owner<'a> {
+    Agent(&'a str),
+    Run(&'a str),
+}
+
+/// The agent or run whose end updates `uri`.
+pub fn owner_of(uri: &str) -> Option<Owner<'_>> {
+    let rest = uri.strip_prefix(SCHEME)?;
+    let (kind, rest) = rest.split_once('/')?;
+    let name = rest.split('/').next().filter(|name| plain(name))?;
+    match kind {
+        "agents" => Some(Owner::Agent(name)),
+        "runs" => Some(Owner::Run(name)),
+        _ => None,
+    }
 }
 
 const FILES: [(&str, &str); 2] = [
