@@ -184,7 +184,7 @@ async def team(client: Client, host: Host) -> dict:
         ],
     }
     planned = await call(client, "run_team", {"plan": plan})
-    goal = await call(client, "run_team", {"goal": "write two greetings"})
+    goal = await call(client, "run_team", {"goal": "write two greetings", "isolation": "worktree"})
     status = await call(client, "get_run_status", {"run_id": "last"})
     background = await call(client, "run_team", {"plan": plan, "run_in_background": True})
     record = f"troupe://runs/{background['structured']['run_id']}/run"
@@ -279,6 +279,7 @@ async def bad_input(client: Client, host: Host) -> dict:
         "goal_and_plan": ("run_team", {"goal": "g", "plan": {"summary": "s", "steps": []}}),
         "invalid_plan": ("run_team", {"plan": {"summary": "s", "steps": [{"id": "a", "description": "d", "dependencies": ["b"]}]}}),
         "apply_above_ceiling": ("run_team", {"goal": "g", "apply": True}),
+        "isolation_below_ceiling": ("run_team", {"goal": "g", "isolation": "shared"}),
     }
     for key, (tool, arguments) in cases.items():
         out[key] = await call(client, tool, arguments)

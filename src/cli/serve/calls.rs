@@ -139,6 +139,47 @@ pub struct RunTeamArgs {
     /// the server's flags say; the server's --no-apply cannot be undone
     /// here).
     pub apply: Option<bool>,
+    /// How the workers share the workspace: worktree (each attempt in a
+    /// checkout of its own, merged on approval), auto, or shared; at
+    /// least as isolated as the server's --isolation (default: the
+    /// server's).
+    pub isolation: Option<Isolation>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    Shared,
+    Auto,
+    Worktree,
+}
+
+impl Isolation {
+    pub fn of(mode: crate::record::IsolationMode) -> Isolation {
+        match mode {
+            crate::record::IsolationMode::Shared => Isolation::Shared,
+            crate::record::IsolationMode::Auto => Isolation::Auto,
+            crate::record::IsolationMode::Worktree => Isolation::Worktree,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Shared => "shared",
+            Isolation::Auto => "auto",
+            Isolation::Worktree => "worktree",
+        }
+    }
+
+    /// How much it keeps workers apart: shared, then auto, then worktree.
+    fn rank(self) -> u8 {
+        self as u8
+    }
+
+    /// Whether it keeps workers at least as far apart as `other`.
+    pub fn at_least(self, other: Isolation) -> bool {
+        self.rank() >= other.rank()
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -112,6 +112,8 @@ pub struct Bounds {
     pub queue: bool,
     /// `--no-apply`: no run may apply.
     pub no_apply: bool,
+    /// `--isolation`: the least a run keeps its workers apart.
+    pub isolation: crate::record::IsolationMode,
     pub on_disconnect: OnDisconnect,
 }
 
@@ -195,6 +197,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             max_concurrent: args.max_concurrent,
             queue: args.queue,
             no_apply: args.team.no_apply,
+            isolation: args.team.isolation,
             on_disconnect: args.on_disconnect,
         },
         sources,

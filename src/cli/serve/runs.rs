@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{CallError, RunStatusArgs, RunTeamArgs};
+use super::calls::{CallError, Isolation, RunStatusArgs, RunTeamArgs};
 use super::ceiling::For;
 use super::session::Session;
 use super::tied::{StopOnDrop, Tied};
@@ -70,10 +70,26 @@ pub async fn run_team(
         (Some(false), false) => own.push("--no-apply".into()),
         _ => {}
     }
+    if let Some(asked) = args.isolation {
+        let floor = Isolation::of(server.bounds.isolation);
+        if !asked.at_least(floor) {
+            return Err(CallError::invalid(format!(
+                "isolation \"{}\" keeps workers less apart than the server's --isolation {}; ask for {} or more (shared < auto < worktree), or leave isolation out",
+                asked.as_str(),
+                floor.as_str(),
+                floor.as_str()
+            )));
+        }
+        own.push(format!("--isolation={}", asked.as_str()).into());
+    }
     let tie = (!args.run_in_background).then(tie_to_server);
+    let replaced: &[&str] = match args.isolation {
+        Some(_) => &["isolation"],
+        None => &[],
+    };
     let argv: Vec<OsString> = tie
         .into_iter()
-        .chain(server.ceiling.command(For::Run, &[], own))
+        .chain(server.ceiling.command(For::Run, replaced, own))
         .collect();
     let events = server.scratch_path("run", "jsonl");
     let log = server.scratch_path("run", "log");

@@ -473,7 +473,11 @@ fn bad_input_gets_an_error_that_names_the_field_and_the_server_goes_on() {
         python,
         "bad_input",
         Transport::Stdio,
-        &serve_command(&sandbox, &model, &["--no-apply", "--kill-grace", "1"]),
+        &serve_command(
+            &sandbox,
+            &model,
+            &["--no-apply", "--isolation", "worktree", "--kill-grace", "1"],
+        ),
     );
     let unknown = report["unknown_tool"].as_str().unwrap();
     assert!(
@@ -498,6 +502,7 @@ fn bad_input_gets_an_error_that_names_the_field_and_the_server_goes_on() {
         ("goal_and_plan", "not both"),
         ("invalid_plan", "plan is invalid"),
         ("apply_above_ceiling", "--no-apply"),
+        ("isolation_below_ceiling", "--isolation worktree"),
         ("in_use", "already running"),
     ];
     for (case, words) in expect {
