@@ -6,7 +6,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
 use super::calls::CallError;
-use super::notices::{self, Notice};
+use super::notices;
+use super::session::Notice;
 
 /// A tool's result: its object as `structuredContent` with the pending
 /// notices added, and a short text (the first line of which says what

@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use super::answers::answer;
 use super::calls::{self, CallError};
-use super::notices::Notice;
 use super::progress::Progress;
+use super::session::Notice;
 use super::session::Session;
 use super::{OnDisconnect, Server, agents, notices, resources, runs, tasks};
 

@@ -4,25 +4,12 @@
 //! `notifications/message` and in the next tool result of the session,
 //! since many hosts show a tool's result and drop a server's messages.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::Server;
-use super::session::{Session, agent_key, run_key};
+use super::session::{Notice, Session, agent_key, run_key};
 use crate::cli::agents::{look, result_object};
 use crate::inspect::Shown;
-
-/// One ended agent or run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Notice {
-    /// `agent N` or `run RUN_ID`: whose end it is.
-    #[serde(skip)]
-    pub key: String,
-    /// The seed's completion text.
-    pub text: String,
-    /// The agent's result object, or the run's id and status.
-    pub result: Value,
-}
 
 /// The notices of the background agents and runs of `session` that ended
 /// since the last look, each kept once in the session and returned.

@@ -7,9 +7,22 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use serde::Serialize;
+use serde_json::Value;
 
-use super::notices::Notice;
 use super::tied::Tied;
+
+/// One ended agent or run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Notice {
+    /// `agent N` or `run RUN_ID`: whose end it is.
+    #[serde(skip)]
+    pub key: String,
+    /// The seed's completion text.
+    pub text: String,
+    /// The agent's result object, or the run's id and status.
+    pub result: Value,
+}
 
 #[derive(Default)]
 pub struct Session {
