@@ -2,6 +2,9 @@
 //! JSON Schema made from the same type, and the error a call gets, which
 //! names the field and says what to do.
 
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -196,4 +199,44 @@ pub fn schema_of<T: JsonSchema>() -> serde_json::Map<String, Value> {
         Ok(Value::Object(map)) => map,
         _ => serde_json::Map::new(),
     }
+}
+
+/// The tools, in the order a host lists them.
+pub fn tools() -> Vec<Tool> {
+    fn tool<T: JsonSchema>(name: &'static str, description: &'static str, read_only: bool) -> Tool {
+        Tool::new(name, description, Arc::new(schema_of::<T>() as JsonObject))
+            .with_annotations(ToolAnnotations::new().read_only(read_only))
+    }
+    vec![
+        tool::<CreateArgs>(
+            "create_sub_agent",
+            "Start a sub-agent: its own sandboxed process, with its own directory and transcript, that works on one task and reports with finish_task. Blocking by default: returns its result (status, result_summary, deliverables_files, stats). With run_in_background it returns at once with status \"running\"; you are told when it ends (a notice, and a `notices` field on your next tool result), and wait_sub_agents returns its result. Use the background for long tasks or several independent ones at once; keep sub-agents' work from overlapping (different files and directories).",
+            false,
+        ),
+        tool::<StatusArgs>(
+            "get_sub_agent_status",
+            "How sub-agents stand: status, runtime, files read, commands run, tokens, and last_action (what each is doing now).",
+            true,
+        ),
+        tool::<WaitArgs>(
+            "wait_sub_agents",
+            "Wait for sub-agents started in the background. mode \"any\" returns as soon as one or more ended that no earlier wait returned (call it again in a loop until `running` is empty); \"all\" when every one ended. Returns their result objects (`ended`) and the ids still running; timeout_seconds (default 50) keeps the call under a host's tool timeout.",
+            true,
+        ),
+        tool::<TerminateArgs>(
+            "terminate_sub_agent",
+            "Stop a sub-agent: it is cancelled, given a grace period, then killed; its partial results and transcript are kept.",
+            false,
+        ),
+        tool::<RunTeamArgs>(
+            "run_team",
+            "Run a team: a Planner makes a plan of steps from the goal (or the plan given is validated), then each step gets a Worker and a Reviewer that checks the real result and sends it back until approved. Blocking by default: returns the run's record (each step's status, attempts, verdicts and results, and what was applied to the workspace). With run_in_background it returns the run id at once; you are told when it ends.",
+            false,
+        ),
+        tool::<RunStatusArgs>(
+            "get_run_status",
+            "A team run's record: its status, and each step's status, attempts, verdicts and typed results (as `troupe show RUN --json`).",
+            true,
+        ),
+    ]
 }

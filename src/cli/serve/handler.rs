@@ -11,11 +11,10 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
     ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    Tool, ToolAnnotations, UnsubscribeRequestParams,
+    Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
-use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::answers::answer;
@@ -188,50 +187,6 @@ fn long_call(name: &str, arguments: &Option<JsonObject>) -> Option<Result<tasks:
     }
 }
 
-/// The tools, in the order a host lists them.
-fn tools() -> Vec<Tool> {
-    fn tool<T: JsonSchema>(name: &'static str, description: &'static str, read_only: bool) -> Tool {
-        Tool::new(
-            name,
-            description,
-            Arc::new(calls::schema_of::<T>() as JsonObject),
-        )
-        .with_annotations(ToolAnnotations::new().read_only(read_only))
-    }
-    vec![
-        tool::<calls::CreateArgs>(
-            "create_sub_agent",
-            "Start a sub-agent: its own sandboxed process, with its own directory and transcript, that works on one task and reports with finish_task. Blocking by default: returns its result (status, result_summary, deliverables_files, stats). With run_in_background it returns at once with status \"running\"; you are told when it ends (a notice, and a `notices` field on your next tool result), and wait_sub_agents returns its result. Use the background for long tasks or several independent ones at once; keep sub-agents' work from overlapping (different files and directories).",
-            false,
-        ),
-        tool::<calls::StatusArgs>(
-            "get_sub_agent_status",
-            "How sub-agents stand: status, runtime, files read, commands run, tokens, and last_action (what each is doing now).",
-            true,
-        ),
-        tool::<calls::WaitArgs>(
-            "wait_sub_agents",
-            "Wait for sub-agents started in the background. mode \"any\" returns as soon as one or more ended that no earlier wait returned (call it again in a loop until `running` is empty); \"all\" when every one ended. Returns their result objects (`ended`) and the ids still running; timeout_seconds (default 50) keeps the call under a host's tool timeout.",
-            true,
-        ),
-        tool::<calls::TerminateArgs>(
-            "terminate_sub_agent",
-            "Stop a sub-agent: it is cancelled, given a grace period, then killed; its partial results and transcript are kept.",
-            false,
-        ),
-        tool::<calls::RunTeamArgs>(
-            "run_team",
-            "Run a team: a Planner makes a plan of steps from the goal (or the plan given is validated), then each step gets a Worker and a Reviewer that checks the real result and sends it back until approved. Blocking by default: returns the run's record (each step's status, attempts, verdicts and results, and what was applied to the workspace). With run_in_background it returns the run id at once; you are told when it ends.",
-            false,
-        ),
-        tool::<calls::RunStatusArgs>(
-            "get_run_status",
-            "A team run's record: its status, and each step's status, attempts, verdicts and typed results (as `troupe show RUN --json`).",
-            true,
-        ),
-    ]
-}
-
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
         #[allow(deprecated)]
@@ -269,11 +224,11 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.met(&context.peer);
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(calls::tools()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|tool| tool.name == name)
+        calls::tools().into_iter().find(|tool| tool.name == name)
     }
 
     async fn call_tool(
@@ -332,7 +287,8 @@ impl ServerHandler for Handler {
                 calls::parse(&name, arguments).and_then(|args| runs::get_run_status(server, args))
             }
             _ => {
-                let names: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
+                let names: Vec<String> =
+                    calls::tools().iter().map(|t| t.name.to_string()).collect();
                 return Err(McpError::invalid_params(
                     format!(
                         "there is no tool {name}; the tools are {}",
