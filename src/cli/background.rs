@@ -1,6 +1,7 @@
-//! A detached or tied supervisor for one agent: what `troupe spawn
+//! A supervisor of one agent in a session of its own: what `troupe spawn
 //! --background` starts, and what `troupe mcp serve` starts for every
-//! agent a host creates.
+//! agent a host creates (for a blocking call, with `--tied-to` the
+//! server).
 //!
 //! The supervisor is this same binary, re-run with the spawn's arguments
 //! and `--supervise TASK`, so it runs the agent exactly as a blocking
@@ -65,14 +66,9 @@ pub enum LaunchError {
     },
 }
 
-/// Starts `troupe <args> --supervise TASK` by the rules of `spawn` (a
-/// detached supervisor outlives whoever started it; a tied one dies with
-/// it, as an interrupted spawn does) and waits until it holds the agent.
-pub async fn launch(
-    task: &TaskFile,
-    mut args: Vec<OsString>,
-    spawn: Spawn,
-) -> Result<Launched, LaunchError> {
+/// Starts `troupe <args> --supervise TASK`, detached, so that it
+/// outlives whoever started it, and waits until it holds the agent.
+pub async fn launch(task: &TaskFile, mut args: Vec<OsString>) -> Result<Launched, LaunchError> {
     let io = |source| LaunchError::Io {
         agent: task.agent_id.clone(),
         source,
@@ -83,7 +79,7 @@ pub async fn launch(
     args.push(task_path.into_os_string());
     let log_path = task.subagent_dir().join("supervisor.log");
     let log = crate::fsutil::create_file(&log_path).map_err(io)?;
-    let mut command = spawn.command_for(exe);
+    let mut command = Spawn::detached().command_for(exe);
     command
         .args(args)
         .stdin(Stdio::null())

@@ -125,13 +125,7 @@ pub async fn run(args: SpawnArgs, sources: &Sources) -> anyhow::Result<ExitCode>
             .skip(1)
             .filter(|arg| arg != "--background" && arg != "--queue")
             .collect();
-        let launched = match super::background::launch(
-            &task,
-            argv,
-            crate::process::Spawn::detached(),
-        )
-        .await
-        {
+        let launched = match super::background::launch(&task, argv).await {
             Ok(launched) => launched,
             Err(super::background::LaunchError::Ended { code, log }) => {
                 crate::tell!(

@@ -3,10 +3,11 @@
 //! `troupe spawn`, `status`, `wait` and `terminate` a script would run.
 //!
 //! A created agent gets a supervisor of its own, `troupe spawn
-//! --supervise`, launched as `spawn --background` launches it: detached
-//! for a background agent, which outlives the session; tied to the server
-//! for a blocking one, which the host's cancel, the host's leaving and
-//! the server's death all end, its partial results kept.
+//! --supervise`, launched as `spawn --background` launches it, in a
+//! session of its own. A background agent's outlives the session; a
+//! blocking one's is tied to the call and the server (`--tied-to`):
+//! the host's cancel, the host's leaving and the server's death all stop
+//! it, its partial results kept.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +25,6 @@ use super::{Server, path_flag, tie_to_server};
 use crate::cli::agents::{look, result_object, stop};
 use crate::cli::background::{LaunchError, Launched, launch};
 use crate::cli::spawn::{Refusal, admit};
-use crate::process::Spawn;
 use crate::supervisor::registry;
 
 /// The seed's bounds of `timeout_seconds`.
@@ -100,15 +100,13 @@ pub async fn create(
         .filter(|arg| arg != "--background" && arg != "--queue")
         .collect();
     let task = &admitted.task;
-    let launched = launch(task, supervisor_argv, Spawn::detached())
-        .await
-        .map_err(|e| match e {
-            LaunchError::Ended { code, log } => CallError::Failed(format!(
-                "the supervisor of agent {id} ended ({code}) before starting it: {}",
-                log.trim_end()
-            )),
-            other => CallError::failed(other),
-        })?;
+    let launched = launch(task, supervisor_argv).await.map_err(|e| match e {
+        LaunchError::Ended { code, log } => CallError::Failed(format!(
+            "the supervisor of agent {id} ended ({code}) before starting it: {}",
+            log.trim_end()
+        )),
+        other => CallError::failed(other),
+    })?;
     drop(admitted.counting);
     if background {
         session.watch_agent(&key);
