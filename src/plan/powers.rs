@@ -88,10 +88,23 @@ impl Powers {
                 path.display()
             ));
         }
+        if let Some(path) = powers.read.iter().find(|p| of_the_kernel(p)) {
+            return Err(format!(
+                "`read` names {}: /proc, /sys and /dev are not given to a step (in its agent they are the agent's own, not these)",
+                path.display()
+            ));
+        }
         if let Some(path) = powers.write.iter().flatten().find(|p| !inside(p)) {
             return Err(format!(
                 "`write` names {}, which is not a path inside the workspace (relative, without ..)",
                 path.display()
+            ));
+        }
+        if let Some(path) = powers.write.iter().flatten().find(|p| guarded(p)) {
+            return Err(format!(
+                "`write` names {}: {} are the repository's and troupe's, at any depth, and no step is given them",
+                path.display(),
+                GUARDED.join(", ")
             ));
         }
         let zero = [
@@ -157,6 +170,32 @@ impl Powers {
 fn is_host_port(text: &str) -> bool {
     text.rsplit_once(':')
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0))
+}
+
+/// What no step may be given to write, wherever it stands in the
+/// workspace: the repository, troupe's configuration and records.
+const GUARDED: [&str; 5] = [
+    ".git",
+    ".troupe",
+    "troupe.toml",
+    crate::protocol::RESULTS_DIR,
+    crate::protocol::SUBAGENT_DIR,
+];
+
+/// Whether `path` is, or passes through, one of the `GUARDED` names.
+fn guarded(path: &Path) -> bool {
+    path.components().any(|c| match c {
+        Component::Normal(name) => GUARDED.iter().any(|g| name == *g),
+        _ => false,
+    })
+}
+
+/// Whether `path` lies in one of the kernel's own trees, which name
+/// another thing in an agent's namespaces than in troupe's.
+fn of_the_kernel(path: &Path) -> bool {
+    ["/proc", "/sys", "/dev"]
+        .iter()
+        .any(|tree| path.starts_with(tree))
 }
 
 /// A relative path that stays inside where it is joined to.

@@ -104,6 +104,12 @@ impl Ceiling {
                 path.display()
             ));
         }
+        if let Some(path) = powers.read.iter().find(|p| p.canonicalize().is_err()) {
+            return Err(format!(
+                "powers.read names {}, which troupe cannot resolve (it is not there, or troupe may not look at it); name a path that is, whose links troupe can follow",
+                path.display()
+            ));
+        }
         if powers.write.is_some() && self.sandbox_off {
             return Err(
                 "powers.write is enforced by the sandbox, and the run's is off (--sandbox off)"
@@ -138,7 +144,7 @@ impl Ceiling {
     }
 
     /// Whether the run's agents may read `path`, as named and where its
-    /// links lead.
+    /// links lead (one that does not resolve is refused after).
     fn readable(&self, path: &Path) -> bool {
         let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         self.covers(path) && self.covers(&real)

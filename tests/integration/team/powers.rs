@@ -367,3 +367,107 @@ fn a_step_reaches_the_hosts_its_powers_name_through_troupe_and_no_other() {
             .contains("only through troupe's HTTP proxy")
     );
 }
+
+/// Regression (the fourth adversarial trial): `powers.read:
+/// ["/proc/2/root"]` passed the ceiling as `nobody`, and in the agent
+/// `/proc/2` was the agent itself; `powers.write: [".git/packed-refs"]`
+/// passed, and troupe made it a directory in the user's repository before
+/// the run, after which `git status` failed.
+#[test]
+fn powers_naming_the_kernels_trees_or_guarded_paths_are_refused_and_nothing_is_made() {
+    let cases = [
+        (json!({"read": ["/proc/2/root"]}), "/proc, /sys and /dev"),
+        (json!({"read": ["/sys/kernel"]}), "/proc, /sys and /dev"),
+        (json!({"read": ["/dev/shm"]}), "/proc, /sys and /dev"),
+        (
+            json!({"write": [".git/packed-refs"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+        (
+            json!({"write": [".git/index.lock"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+        (
+            json!({"write": ["troupe.toml"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+        (
+            json!({"write": ["vendor/lib/.git/config"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+        (
+            json!({"write": ["docs/.troupe"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+        (
+            json!({"write": ["sub_agent_results/other"]}),
+            ".git, .troupe, troupe.toml",
+        ),
+    ];
+    for (powers, said) in cases {
+        let sandbox = Sandbox::new();
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(sandbox.ws())
+            .status();
+        assert!(git.unwrap().success());
+        let plan = json!({"steps": [with_powers("narrow", powers.clone())]});
+        let path = sandbox.root().join("plan.json");
+        std::fs::write(&path, plan.to_string()).unwrap();
+        let mut command = troupe();
+        command.arg("validate").arg(&path);
+        let checked = run(crate::hostile::unprivileged(&sandbox, command));
+        assert_eq!(checked.code, 2, "{powers}: {}", checked.stderr);
+        assert!(
+            checked.stderr.contains(said),
+            "{powers}: {}",
+            checked.stderr
+        );
+        // Run as a plan, and as the Planner's: refused before anything is
+        // made in the workspace.
+        let mut command = team_command(&sandbox, vec![approving_reviewer()], &[]);
+        command.arg("--plan").arg(&path);
+        let ran = run(command);
+        assert_eq!(ran.code, 2, "{powers}: {}", ran.stderr);
+        let command = team_command(
+            &sandbox,
+            vec![planner(json!([with_powers("narrow", powers.clone())]))],
+            &["--max-replans", "0"],
+        );
+        let ran = run(command);
+        assert_eq!(ran.code, 2, "{powers}: {}", ran.stderr);
+        assert!(ran.stderr.contains(said), "{powers}: {}", ran.stderr);
+        for made in ["packed-refs", "index.lock"] {
+            assert!(!sandbox.ws().join(".git").join(made).exists(), "{powers}");
+        }
+        assert!(!sandbox.ws().join("troupe.toml").exists(), "{powers}");
+        // (As root, over a workspace made nobody's for the check above.)
+        let status = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "-C"])
+            .arg(sandbox.ws())
+            .args(["status", "--short"])
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{powers}: git status fails");
+    }
+}
+
+#[test]
+fn a_read_power_troupe_cannot_resolve_is_refused() {
+    let sandbox = Sandbox::new();
+    let plan = json!({"steps": [with_powers("narrow", json!({"read": ["/nonexistent/tools"]}))]});
+    let path = sandbox.root().join("plan.json");
+    std::fs::write(&path, plan.to_string()).unwrap();
+    let mut command = troupe();
+    command
+        .arg("validate")
+        .arg(&path)
+        .args(["--read-scope", "all"]);
+    let checked = run(command);
+    assert_eq!(checked.code, 2, "{}", checked.stderr);
+    assert!(
+        checked.stderr.contains("which troupe cannot resolve"),
+        "{}",
+        checked.stderr
+    );
+}
