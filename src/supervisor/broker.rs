@@ -6,13 +6,23 @@
 //! HTTP proxy gets: `CONNECT host:port` and a request with an absolute
 //! `http://` URL. Any other host, or request, is answered with why and
 //! kept in `.subagent/network.log`.
+//!
+//! What one agent may cost troupe is bounded: `MAX_OPEN` connections at
+//! once (more are refused at once, so an agent cannot spend troupe's
+//! descriptors and starve the other agents of the run), a request's head
+//! within `HEAD_DEADLINE`, and a log of `MAX_LOG` bytes, its control
+//! characters written out. An accept that fails (no descriptor left) is
+//! tried again, never the end of the broker.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 /// The socket's name in the agent's `.subagent/`.
@@ -20,6 +30,16 @@ pub const SOCKET: &str = "network.sock";
 
 /// The most a request's head may take.
 const MAX_HEAD: usize = 16 * 1024;
+
+/// Connections one agent may hold open through troupe at once.
+const MAX_OPEN: usize = 64;
+
+/// How long a client may take to send its request's head.
+const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The most `network.log` grows to; past it one line says so, and later
+/// refusals are answered but not kept.
+const MAX_LOG: u64 = 256 * 1024;
 
 /// A running broker; it stops when dropped.
 pub struct Broker {
@@ -46,16 +66,41 @@ impl Broker {
         listener.set_nonblocking(true)?;
         let listener = UnixListener::from_std(listener)?;
         // The agent's directory: its log is reached without a link.
-        let log = std::sync::Arc::new(crate::fsutil::RecordDir::from_fd(
-            dir,
-            records.to_path_buf(),
-        ));
+        let log = Arc::new(Log {
+            records: crate::fsutil::RecordDir::from_fd(dir, records.to_path_buf()),
+            full: AtomicBool::new(false),
+        });
+        let open = Arc::new(Semaphore::new(MAX_OPEN));
         let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let (hosts, log) = (hosts.clone(), std::sync::Arc::clone(&log));
+            loop {
+                let mut client = match listener.accept().await {
+                    Ok((client, _)) => client,
+                    Err(_) => {
+                        // Out of descriptors, most likely: some close
+                        // in time, and the broker goes on.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                let log = Arc::clone(&log);
+                let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+                    tokio::spawn(async move {
+                        let why = format!(
+                            "troupe refused a connection: this agent holds {MAX_OPEN} open through troupe already"
+                        );
+                        if let Some(refused) =
+                            refuse(&mut client, "503 Service Unavailable", why).await
+                        {
+                            log.note(&refused);
+                        }
+                    });
+                    continue;
+                };
+                let hosts = hosts.clone();
                 tokio::spawn(async move {
+                    let _held = permit;
                     if let Some(refused) = serve(client, &hosts).await {
-                        note(&log, &refused);
+                        log.note(&refused);
                     }
                 });
             }
@@ -80,6 +125,13 @@ async fn serve(mut client: UnixStream, hosts: &[String]) -> Option<String> {
     let allowed = hosts
         .iter()
         .any(|h| h.eq_ignore_ascii_case(&request.target));
+    if let Some(host) = request.foreign_host() {
+        let why = format!(
+            "troupe refused a request for {} whose Host: is {host}: a request goes to the host it names",
+            request.target
+        );
+        return refuse(&mut client, "403 Forbidden", why).await;
+    }
     if !allowed {
         let why = format!(
             "troupe refused {}: it is not among this step's powers.network ({})",
@@ -127,6 +179,24 @@ struct Request {
 }
 
 impl Request {
+    /// For a plain HTTP request, a `Host:` that names another host than
+    /// the one the request goes to (a site behind the same address that
+    /// the step was not given).
+    fn foreign_host(&self) -> Option<String> {
+        let head = self.forward.as_ref()?;
+        let host = head.lines().skip(1).find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case("host")
+                .then(|| value.trim().to_string())
+        })?;
+        let name = |authority: &str| match authority.rsplit_once(':') {
+            Some((name, port)) if port.parse::<u16>().is_ok() => name.to_ascii_lowercase(),
+            _ => authority.to_ascii_lowercase(),
+        };
+        (name(&host) != name(&self.target)).then_some(host)
+    }
+
     fn parse(head: &str) -> Option<Request> {
         let (line, rest) = head.split_once("\r\n")?;
         let mut words = line.split(' ');
@@ -162,6 +232,7 @@ impl Request {
 async fn read_head(client: &mut UnixStream) -> Result<(String, Vec<u8>), String> {
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
+    let started = tokio::time::Instant::now();
     loop {
         if let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
             let rest = bytes.split_off(end + 4);
@@ -172,9 +243,9 @@ async fn read_head(client: &mut UnixStream) -> Result<(String, Vec<u8>), String>
         if bytes.len() > MAX_HEAD {
             return Err(format!("the request's head is over {MAX_HEAD} bytes"));
         }
-        let read = tokio::time::timeout(Duration::from_secs(30), client.read(&mut chunk))
+        let read = tokio::time::timeout_at(started + HEAD_DEADLINE, client.read(&mut chunk))
             .await
-            .map_err(|_| "no request within 30 s".to_string())?
+            .map_err(|_| format!("no request within {} s", HEAD_DEADLINE.as_secs()))?
             .map_err(|e| e.to_string())?;
         if read == 0 {
             return Err("the connection closed before its request".to_string());
@@ -192,14 +263,49 @@ async fn refuse(client: &mut UnixStream, status: &str, why: String) -> Option<St
     Some(why)
 }
 
-/// One line of the broker's log, `network.log` in the agent's records,
-/// where the agent could have planted a link: opened beneath the
-/// directory without following one. A log that cannot be written loses it.
-fn note(records: &crate::fsutil::RecordDir, line: &str) {
-    use std::io::Write;
-    if let Ok(mut file) = records.open_append("network.log") {
-        let _ = writeln!(file, "{line}");
+/// The broker's log, `network.log` in the agent's records, where the
+/// agent could have planted a link: opened beneath the directory without
+/// following one.
+struct Log {
+    records: crate::fsutil::RecordDir,
+    /// It reached `MAX_LOG`, and said so.
+    full: AtomicBool,
+}
+
+impl Log {
+    /// One line, its control characters written out (a refused host's
+    /// name is the agent's text); nothing once the log is full. A log
+    /// that cannot be written loses it.
+    fn note(&self, line: &str) {
+        use std::io::Write;
+        if self.full.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(mut file) = self.records.open_append("network.log") else {
+            return;
+        };
+        if file.metadata().is_ok_and(|m| m.len() >= MAX_LOG) {
+            if !self.full.swap(true, Ordering::Relaxed) {
+                let _ = writeln!(
+                    file,
+                    "troupe: network.log reached {} KiB; later refusals were answered, not kept",
+                    MAX_LOG / 1024
+                );
+            }
+            return;
+        }
+        let _ = writeln!(file, "{}", escaped(line));
     }
+}
+
+/// `text` with every control character written out as `\u{..}`.
+fn escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => format!("\\u{{{:x}}}", c as u32),
+            false => c.to_string(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -222,5 +328,35 @@ mod tests {
         assert_eq!(default_port.target, "example.org:80");
         assert!(Request::parse("GET /local HTTP/1.1\r\n\r\n").is_none());
         assert!(Request::parse("GET https://example.org/ HTTP/1.1\r\n\r\n").is_none());
+    }
+
+    #[test]
+    fn a_host_header_that_names_another_host_is_foreign() {
+        let request = |head: &str| Request::parse(head).unwrap().foreign_host();
+        assert_eq!(
+            request("GET http://10.0.0.1/ HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n"),
+            None
+        );
+        assert_eq!(
+            request("GET http://a.org:8080/ HTTP/1.1\r\nhost: A.org:8080\r\n\r\n"),
+            None
+        );
+        assert_eq!(request("GET http://a.org/ HTTP/1.1\r\n\r\n"), None);
+        assert_eq!(
+            request("GET http://10.0.0.1/ HTTP/1.1\r\nHost: internal.example\r\n\r\n").as_deref(),
+            Some("internal.example")
+        );
+        assert_eq!(
+            request("CONNECT a.org:443 HTTP/1.1\r\nHost: b.org\r\n\r\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_logged_line_has_its_control_characters_written_out() {
+        assert_eq!(
+            escaped("refused \u{1b}]52;c;Zm9v\u{7}x\ny"),
+            "refused \\u{1b}]52;c;Zm9v\\u{7}x\\u{a}y"
+        );
     }
 }

@@ -471,3 +471,99 @@ fn a_read_power_troupe_cannot_resolve_is_refused() {
         checked.stderr
     );
 }
+
+/// The fourth adversarial trial's broker attacks, by a step given one
+/// host: a request for it with another site's `Host:`, connections held
+/// open until troupe would run out of descriptors, and a flood of refused
+/// requests that wrote 77 MB of log in a second.
+const BROKER_PROBE: &str = r#"
+import os, socket, time, urllib.parse
+proxy = urllib.parse.urlparse(os.environ["HTTP_PROXY"])
+address = (proxy.hostname, proxy.port)
+allowed = "ALLOWED"
+
+def ask(raw):
+    s = socket.create_connection(address, timeout=20)
+    s.sendall(raw)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return data.split(b"\r\n")[0].decode()
+
+plain = ("GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n" % (allowed, allowed)).encode()
+print("foreign", ask(("GET http://%s/ HTTP/1.1\r\nHost: internal.example\r\n\r\n" % allowed).encode()))
+held = [socket.create_connection(address, timeout=20) for _ in range(100)]
+time.sleep(1)
+print("crowded", ask(plain))
+for s in held:
+    s.close()
+time.sleep(2)
+print("after", ask(plain))
+for _ in range(3000):
+    ask(b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n")
+print("flooded")
+"#;
+
+#[test]
+fn the_broker_refuses_a_foreign_host_header_and_bounds_what_one_agent_costs_troupe() {
+    if !crate::common::present(
+        "the connection broker",
+        "python3",
+        std::path::Path::new("/usr/bin/python3").exists(),
+    ) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let allowed = http_server("hello from the allowed host");
+    let host = format!("127.0.0.1:{allowed}");
+    let probe = BROKER_PROBE.replace("ALLOWED", &host);
+    let rules = vec![
+        planner(json!([with_powers("online", json!({"network": [host]}))])),
+        worker_rule(
+            "online",
+            vec![
+                json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "probe.py", "content": probe}}]}),
+                json!({"tool_calls": [{"name": "run_command", "arguments": {"command": "python3 probe.py", "timeout_seconds": 110}}]}),
+                finish(),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &[
+            "--max-replans",
+            "0",
+            "--isolation",
+            "shared",
+            "--allow-host",
+            &host,
+            "--command-timeout",
+            "110",
+        ],
+    );
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let results = tool_results(&team.dir.join("online/worker-1"));
+    let said = results[1]["content"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains("foreign HTTP/1.1 403 Forbidden"), "{results:?}");
+    assert!(said.contains("crowded HTTP/1.1 503"), "{said}");
+    assert!(said.contains("after HTTP/1.1 200 OK"), "{said}");
+    assert!(said.contains("flooded"), "{said}");
+    let log =
+        std::fs::read_to_string(team.dir.join("online/worker-1/.subagent/network.log")).unwrap();
+    assert!(
+        log.contains("Host: is internal.example"),
+        "{}",
+        &log[..log.len().min(2000)]
+    );
+    assert!(log.len() < 300 * 1024, "network.log is {} bytes", log.len());
+    assert!(
+        log.contains("network.log reached 256 KiB"),
+        "the log says it is full"
+    );
+}
