@@ -74,6 +74,9 @@ async fn run(
     for name in &ctx.commands.withheld_env {
         sh.env_remove(name);
     }
+    // troupe's pid on the host, which the agent needed at its birth; a
+    // command has no use for it.
+    sh.env_remove(crate::protocol::PARENT_PID_ENV);
     if let Some(proxy) = &ctx.commands.proxy {
         for name in [
             "HTTP_PROXY",

@@ -398,6 +398,20 @@ fn an_mcp_servers_variable_reaches_that_server_only() {
     assert!(!said[0].contains("mcp-secret-3141"), "{}", said[0]);
 }
 
+// Regression (the fourth adversarial trial): an agent's commands were
+// given troupe's pid on the host in TROUPE_PARENT_PID.
+#[test]
+fn an_agents_commands_are_not_given_troupes_pid() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": running(&["env"])}]}));
+    let out = run(spawn_command(&sandbox, 1, "look around", &model));
+    assert_eq!(out.code, 0, "stderr:\n{}", out.stderr);
+    let said = outputs(&sandbox.transcript(1));
+    assert!(said[0].contains("PATH="), "{}", said[0]);
+    assert!(!said[0].contains("TROUPE_PARENT_PID"), "{}", said[0]);
+}
+
 // Regression: a million files in an agent's directory took the parent to
 // 265 MB and run.json to 27 MB: every name was listed, everywhere.
 #[test]

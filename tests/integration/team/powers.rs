@@ -549,8 +549,14 @@ fn the_broker_refuses_a_foreign_host_header_and_bounds_what_one_agent_costs_trou
     );
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
     let results = tool_results(&team.dir.join("online/worker-1"));
-    let said = results[1]["content"].as_str().unwrap_or_default().to_string();
-    assert!(said.contains("foreign HTTP/1.1 403 Forbidden"), "{results:?}");
+    let said = results[1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains("foreign HTTP/1.1 403 Forbidden"),
+        "{results:?}"
+    );
     assert!(said.contains("crowded HTTP/1.1 503"), "{said}");
     assert!(said.contains("after HTTP/1.1 200 OK"), "{said}");
     assert!(said.contains("flooded"), "{said}");
