@@ -16,8 +16,8 @@
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -54,8 +54,16 @@ impl Drop for Broker {
 
 impl Broker {
     /// Listens in `records` (the agent's `.subagent/`) for connections to
-    /// `hosts` (`host:port`).
-    pub fn start(records: &Path, hosts: Vec<String>) -> std::io::Result<Broker> {
+    /// `hosts` (`host:port`), from the session of the agent whose pid
+    /// `caller` will hold (its proxy makes every connection), and from no
+    /// other: every agent of the run sees the socket, and `connect(2)`
+    /// needs no more than that. `None` (an agent a launcher started,
+    /// whose pid troupe does not know) takes any caller.
+    pub fn start(
+        records: &Path,
+        hosts: Vec<String>,
+        caller: Option<Arc<OnceLock<u32>>>,
+    ) -> std::io::Result<Broker> {
         // Through the directory's descriptor: the socket's path would be
         // longer than a Unix socket address may be.
         let dir = crate::fsutil::nofollow::open_dir(records)?;
@@ -73,7 +81,7 @@ impl Broker {
         let open = Arc::new(Semaphore::new(MAX_OPEN));
         let task = tokio::spawn(async move {
             loop {
-                let mut client = match listener.accept().await {
+                let client = match listener.accept().await {
                     Ok((client, _)) => client,
                     Err(_) => {
                         // Out of descriptors, most likely: some close
@@ -83,17 +91,15 @@ impl Broker {
                     }
                 };
                 let log = Arc::clone(&log);
+                if let Some(stranger) = stranger(&client, caller.as_deref()) {
+                    tokio::spawn(turn_away(client, "403 Forbidden", stranger, log));
+                    continue;
+                }
                 let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
-                    tokio::spawn(async move {
-                        let why = format!(
-                            "troupe refused a connection: this agent holds {MAX_OPEN} open through troupe already"
-                        );
-                        if let Some(refused) =
-                            refuse(&mut client, "503 Service Unavailable", why).await
-                        {
-                            log.note(&refused);
-                        }
-                    });
+                    let why = format!(
+                        "troupe refused a connection: this agent holds {MAX_OPEN} open through troupe already"
+                    );
+                    tokio::spawn(turn_away(client, "503 Service Unavailable", why, log));
                     continue;
                 };
                 let hosts = hosts.clone();
@@ -106,6 +112,38 @@ impl Broker {
             }
         });
         Ok(Broker { task })
+    }
+}
+
+/// Why `client` is not the agent's, if it is not: its process (the
+/// kernel's word, `SO_PEERCRED`) is not of the session of the agent
+/// `caller` holds (each agent takes a session of its own at birth, and
+/// everything it starts is in it: its namespace's init, its proxy).
+fn stranger(client: &UnixStream, caller: Option<&OnceLock<u32>>) -> Option<String> {
+    let expected = caller?;
+    let peer = client.peer_cred().ok().and_then(|cred| cred.pid());
+    let agent = expected.get().copied();
+    let session = |pid: i32| nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).ok();
+    match (peer, agent) {
+        (Some(peer), Some(agent))
+            if session(peer).is_some_and(|s| u32::try_from(s.as_raw()).ok() == Some(agent)) =>
+        {
+            None
+        }
+        (peer, _) => Some(format!(
+            "troupe refused a connection from {}: this broker answers its own agent's proxy only",
+            peer.map_or("an unknown process".to_string(), |pid| format!("pid {pid}"))
+        )),
+    }
+}
+
+/// Refuses a connection before its request is looked at, once its head
+/// was read (within the deadline): a refusal written over a request not
+/// read is lost to the client's reset.
+async fn turn_away(mut client: UnixStream, status: &'static str, why: String, log: Arc<Log>) {
+    let _ = read_head(&mut client).await;
+    if let Some(refused) = refuse(&mut client, status, why).await {
+        log.note(&refused);
     }
 }
 

@@ -60,6 +60,9 @@ pub struct ChildRun<'a> {
     pub mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
     /// The agent's span, parent of its model requests' and tool calls'.
     pub span: crate::telemetry::Span,
+    /// The child's pid, once it is started: the one process its broker
+    /// answers.
+    pub spawned: std::sync::Arc<std::sync::OnceLock<u32>>,
 }
 
 /// What the parent keeps of a worker's `finished`. Its counters are not

@@ -81,6 +81,7 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
     served.pid = pid;
     if let Some(pid) = pid {
         session::register(pid);
+        let _ = run.spawned.set(pid);
     }
     let to_child = start_writer(&mut child);
     let Some(stdout) = child.stdout.take() else {

@@ -242,6 +242,10 @@ pub async fn run_prepared(
         path: spec.stderr_log.clone(),
         source,
     })?;
+    let spawned = std::sync::Arc::new(std::sync::OnceLock::new());
+    // Under a launcher the agent is not troupe's child, and its pid is not
+    // the launcher's: its broker cannot tell it by pid.
+    let caller = spec.launcher.is_none().then(|| spawned.clone());
     let run = ChildRun {
         name: &name,
         key: task.agent_key(),
@@ -261,13 +265,14 @@ pub async fn run_prepared(
             .map(|(launcher, _)| launcher.display()),
         mcp: config.remote_mcp.clone(),
         span: config.span.clone(),
+        spawned,
     };
     let free = free_guarded(task);
     // Held while the agent runs; its end stops it.
     let _broker = match task.network_hosts.is_empty() {
         true => None,
         false => Some(
-            super::broker::Broker::start(&task.subagent_dir(), task.network_hosts.clone())
+            super::broker::Broker::start(&task.subagent_dir(), task.network_hosts.clone(), caller)
                 .map_err(|source| SpawnError::Prepare {
                     path: task.subagent_dir().join(super::broker::SOCKET),
                     source,

@@ -573,3 +573,110 @@ fn the_broker_refuses_a_foreign_host_header_and_bounds_what_one_agent_costs_trou
         "the log says it is full"
     );
 }
+
+/// Reaches step `a`'s broker socket by its path, as a step without
+/// network powers would, and asks it for the host only `a` may reach.
+const SIBLING_PROBE: &str = r#"
+import glob, socket, time
+for _ in range(200):
+    found = glob.glob("sub_agent_results/run_*/a/worker-1/.subagent/network.sock")
+    if found:
+        break
+    time.sleep(0.05)
+s = socket.socket(socket.AF_UNIX)
+s.connect(found[0])
+s.sendall(b"GET http://ALLOWED/ HTTP/1.1\r\nHost: ALLOWED\r\n\r\n")
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print("sibling", data.decode(errors="replace"))
+"#;
+
+/// Regression (the fourth adversarial trial, high): a step with no
+/// network powers reached a host only a parallel step may reach, by
+/// connecting to that step's `.subagent/network.sock`, which every agent
+/// of the run sees; the broker never asked who was calling.
+#[test]
+fn a_step_cannot_use_a_sibling_steps_broker() {
+    sibling_broker(false);
+}
+
+#[test]
+fn a_step_cannot_use_a_sibling_steps_broker_as_an_ordinary_user() {
+    let root = crate::hostile::is_root();
+    if !crate::common::present(
+        "the broker as nobody",
+        "setpriv",
+        !root || crate::common::on_path("setpriv"),
+    ) {
+        return;
+    }
+    sibling_broker(true);
+}
+
+fn sibling_broker(ordinary: bool) {
+    if !crate::common::present(
+        "the connection broker",
+        "python3",
+        std::path::Path::new("/usr/bin/python3").exists(),
+    ) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let allowed = http_server("only for step a");
+    let host = format!("127.0.0.1:{allowed}");
+    let probe = SIBLING_PROBE.replace("ALLOWED", &host);
+    let command = |text: &str| json!({"tool_calls": [{"name": "run_command", "arguments": {"command": text, "timeout_seconds": 60}}]});
+    let rules = vec![
+        planner(json!([
+            with_powers("a", json!({"network": [host]})),
+            {"id": "b", "description": "do b", "type": "COMMAND", "dependencies": []}
+        ])),
+        worker_rule("a", vec![command("sleep 6"), finish()]),
+        worker_rule(
+            "b",
+            vec![
+                json!({"tool_calls": [{"name": "write_file", "arguments": {"path": "probe.py", "content": probe}}]}),
+                command("python3 probe.py"),
+                finish(),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let command = team_command(
+        &sandbox,
+        rules,
+        &[
+            "--max-replans",
+            "0",
+            "--isolation",
+            "shared",
+            "--allow-host",
+            &host,
+        ],
+    );
+    let command = match ordinary {
+        true => crate::hostile::unprivileged(&sandbox, command),
+        false => command,
+    };
+    let team = super::finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let said = tool_results(&team.dir.join("b/worker-1"))[1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let log = std::fs::read_to_string(team.dir.join("a/worker-1/.subagent/network.log"))
+        .unwrap_or_default();
+    assert!(
+        said.contains("sibling HTTP/1.1 403 Forbidden"),
+        "{said}\n{log}"
+    );
+    assert!(
+        said.contains("answers its own agent's proxy only"),
+        "{said}"
+    );
+    assert!(!said.contains("only for step a"), "{said}");
+}
