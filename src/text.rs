@@ -96,6 +96,24 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `text` with every control character but those in `kept` written out
+/// as `\u{..}`, colour sequences too: what an agent or a model wrote,
+/// shown or logged, then cannot act on a terminal that reads it later.
+pub fn controls_written_out<'a>(text: &'a str, kept: &[char]) -> std::borrow::Cow<'a, str> {
+    let written = |c: char| c.is_control() && !kept.contains(&c);
+    if !text.chars().any(written) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match written(c) {
+            true => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            false => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// What a caught panic said, for an error message.
 pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic

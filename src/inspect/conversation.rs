@@ -126,7 +126,8 @@ impl Render {
                     out.push_str(&format!(
                         "  {} {} {}  ({})\n",
                         self.painter.paint("36", "->"),
-                        self.painter.paint("1", call.name()),
+                        self.painter
+                            .paint("1", &crate::text::controls_written_out(call.name(), &[])),
                         shown,
                         call.id
                     ));
@@ -153,7 +154,11 @@ impl Render {
         )
     }
 
+    /// A transcript's text, cut to `SHOWN` bytes unless `--full`, its
+    /// control characters written out (a model's OSC 52 would set the
+    /// clipboard of whoever reads it, piped or not).
     fn cut(&self, text: &str) -> String {
+        let text = crate::text::controls_written_out(text, &['\n', '\t']);
         let text = text.trim_end();
         if self.full || text.len() <= SHOWN {
             return format!("{text}\n");

@@ -332,18 +332,8 @@ impl Log {
             }
             return;
         }
-        let _ = writeln!(file, "{}", escaped(line));
+        let _ = writeln!(file, "{}", crate::text::controls_written_out(line, &[]));
     }
-}
-
-/// `text` with every control character written out as `\u{..}`.
-fn escaped(text: &str) -> String {
-    text.chars()
-        .map(|c| match c.is_control() {
-            true => format!("\\u{{{:x}}}", c as u32),
-            false => c.to_string(),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -393,7 +383,7 @@ mod tests {
     #[test]
     fn a_logged_line_has_its_control_characters_written_out() {
         assert_eq!(
-            escaped("refused \u{1b}]52;c;Zm9v\u{7}x\ny"),
+            crate::text::controls_written_out("refused \u{1b}]52;c;Zm9v\u{7}x\ny", &[]),
             "refused \\u{1b}]52;c;Zm9v\\u{7}x\\u{a}y"
         );
     }

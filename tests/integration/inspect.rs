@@ -51,6 +51,33 @@ fn show_an_agent_prints_its_calls_and_results() {
     assert!(!text.contains('\x1b'), "no colour in a pipe");
 }
 
+/// Regression (the third and fourth adversarial trials): `troupe show`
+/// printed a model's OSC 52 (set the clipboard) from a transcript as it
+/// was, to whatever read its output.
+#[test]
+fn show_writes_out_the_control_characters_of_a_transcript() {
+    let sandbox = Sandbox::new();
+    let osc = "\u{1b}]52;c;cGF3bmVk\u{7}";
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"content": format!("look {osc} here"), "tool_calls": [{"name": "run_command", "arguments": {"command": "printf '\\033]52;c;cGF3bmVk\\007'"}}]},
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    assert_eq!(spawn(&sandbox, 1, "print things", &model, &[]).code, 0);
+    for flags in [&["show", "1"][..], &["show", "1", "--full"][..]] {
+        let shown = cli(&sandbox, flags);
+        assert_eq!(shown.code, 0, "{}", shown.stderr);
+        assert!(!shown.stdout.contains('\u{1b}'), "{:?}", shown.stdout);
+        assert!(!shown.stdout.contains('\u{7}'), "{:?}", shown.stdout);
+        assert!(
+            shown
+                .stdout
+                .contains("look \\u{1b}]52;c;cGF3bmVk\\u{7} here"),
+            "{}",
+            shown.stdout
+        );
+    }
+}
+
 fn a_small_run(sandbox: &Sandbox) -> crate::team::TeamRun {
     let rules = vec![
         planner(json!([
