@@ -403,7 +403,7 @@ pub struct Terminated {
 }
 
 pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
-    let answer = stop(&args.place.results(), &args.id, args.patience).await?;
+    let answer = stop(&args.place.results(), &args.id, args.patience, true).await?;
     crate::say!("{}", serde_json::to_string_pretty(&answer)?);
     Ok(match answer.success {
         true => ExitCode::SUCCESS,
@@ -412,10 +412,17 @@ pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Stops agent `id`, whoever supervises it: SIGTERM to its supervisor
-/// (which cancels the agent, waits out its grace and keeps its records),
-/// and after `patience` seconds SIGKILL to both. An agent that is not
-/// running is left as it is, with `success: false`.
-pub async fn stop(results: &Path, id: &str, patience: u64) -> Result<Terminated, UsageError> {
+/// (which cancels the agent, waits out its grace and keeps its records;
+/// not when `signal` is false, for a supervisor that was asked already,
+/// since a second SIGTERM kills at once), and after `patience` seconds
+/// SIGKILL to both. An agent that is not running is left as it is, with
+/// `success: false`.
+pub async fn stop(
+    results: &Path,
+    id: &str,
+    patience: u64,
+    signal: bool,
+) -> Result<Terminated, UsageError> {
     let dir = registry::agent_dir(results, id);
     let before = look(results, id);
     if before.status == Standing::Missing(Missing::Unknown) {
@@ -433,7 +440,9 @@ pub async fn stop(results: &Path, id: &str, patience: u64) -> Result<Terminated,
         });
     };
     let supervisor = Pid::from_raw(i32::try_from(holder.pid).unwrap_or(i32::MAX));
-    let _ = kill(supervisor, Signal::SIGTERM);
+    if signal {
+        let _ = kill(supervisor, Signal::SIGTERM);
+    }
     let give_up = crate::deadline::after(Instant::now(), Duration::from_secs(patience));
     while registry::is_held(&dir) && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(50)).await;

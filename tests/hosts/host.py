@@ -320,6 +320,35 @@ async def leave(client: Client, host: Host) -> dict:
     return {}
 
 
+async def terminate_blocking(client: Client, host: Host) -> dict:
+    """Terminates agent 1 while a blocking call waits on it, and cancels
+    that call at the same moment: two ways to stop one agent."""
+    scope = anyio.CancelScope()
+    out: dict[str, Any] = {}
+
+    async def blocking() -> None:
+        with scope:
+            await client.call_tool(
+                "create_sub_agent", {"agent_id": 1, "summary": "stopped twice", "task": "write part.txt, then think"}
+            )
+
+    async def stopping() -> None:
+        out["stopped"] = await call(client, "terminate_sub_agent", {"agent_id": 1})
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(blocking)
+        with anyio.move_on_after(60):
+            while True:
+                status = await call(client, "get_sub_agent_status", {"agent_ids": [1]})
+                agents = status["structured"]["agents"]
+                if agents and "turn 2" in agents[0]["last_action"]:
+                    break
+                await anyio.sleep(0.2)
+        group.start_soon(stopping)
+        scope.cancel()
+    return out
+
+
 async def hold(client: Client, host: Host) -> dict:
     """Waits on a blocking create of agent 1 until the server is gone."""
     try:
@@ -331,7 +360,7 @@ async def hold(client: Client, host: Host) -> dict:
     return {"ended": "answered"}
 
 
-SCENARIOS = {f.__name__: f for f in (hold, listing, blocking, background, notices, terminate, cancel, team, resources, crowd, bad_input, leave)}
+SCENARIOS = {f.__name__: f for f in (hold, terminate_blocking, listing, blocking, background, notices, terminate, cancel, team, resources, crowd, bad_input, leave)}
 
 
 async def main() -> None:

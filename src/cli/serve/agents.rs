@@ -280,8 +280,16 @@ pub async fn wait(
     }
 }
 
-pub async fn terminate(server: &Server, args: TerminateArgs) -> Result<Value, CallError> {
-    let answer = stop(&server.results, &args.agent_id.to_string(), PATIENCE)
+pub async fn terminate(
+    server: &Server,
+    session: &Session,
+    args: TerminateArgs,
+) -> Result<Value, CallError> {
+    let id = args.agent_id.to_string();
+    // A blocking call of this session may have asked its supervisor to
+    // stop already (a cancel), or may ask later: one SIGTERM between them.
+    let signal = session.tied_to(&id).is_none_or(|tied| tied.claim());
+    let answer = stop(&server.results, &id, PATIENCE, signal)
         .await
         .map_err(|e| CallError::invalid(format!("agent_id: {e}")))?;
     serde_json::to_value(answer).map_err(CallError::failed)

@@ -74,7 +74,8 @@ impl Inner {
             for id in self.session.background_agents() {
                 if !crate::cli::agents::look(&self.server.results, &id).ended() {
                     let _ =
-                        crate::cli::agents::stop(&self.server.results, &id, agents::PATIENCE).await;
+                        crate::cli::agents::stop(&self.server.results, &id, agents::PATIENCE, true)
+                            .await;
                 }
             }
         }
@@ -276,7 +277,7 @@ impl ServerHandler for Handler {
                 Err(e) => Err(e),
             },
             "terminate_sub_agent" => match calls::parse(&name, arguments) {
-                Ok(args) => agents::terminate(server, args).await,
+                Ok(args) => agents::terminate(server, session, args).await,
                 Err(e) => Err(e),
             },
             "run_team" => match calls::parse(&name, arguments) {

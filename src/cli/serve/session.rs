@@ -74,6 +74,11 @@ impl Session {
         self.with(|s| s.tied.remove(key));
     }
 
+    /// The troupe of the blocking call under way for `key`, if any.
+    pub fn tied_to(&self, key: &str) -> Option<Arc<Tied>> {
+        self.with(|s| s.tied.get(key).cloned())
+    }
+
     /// The troupes of the blocking calls under way.
     pub fn tied(&self) -> Vec<Arc<Tied>> {
         self.with(|s| s.tied.values().cloned().collect())

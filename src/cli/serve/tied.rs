@@ -33,12 +33,15 @@ impl Tied {
     /// Asks it to stop (SIGTERM: it cancels its agents, waits out their
     /// grace, keeps the records), unless it was asked or has exited.
     pub fn stop(&self) {
-        if self.pid.as_raw() > 0
-            && !self.exited.load(Ordering::SeqCst)
-            && !self.asked.swap(true, Ordering::SeqCst)
-        {
+        if self.pid.as_raw() > 0 && !self.exited.load(Ordering::SeqCst) && self.claim() {
             let _ = kill(self.pid, Signal::SIGTERM);
         }
+    }
+
+    /// Takes the one request to stop it, for a caller that sends it
+    /// another way (`terminate_sub_agent`): false when it was taken.
+    pub fn claim(&self) -> bool {
+        !self.asked.swap(true, Ordering::SeqCst)
     }
 
     /// It exited and was waited for: its pid is no longer its own.

@@ -253,6 +253,32 @@ fn terminate_stops_a_long_agent_and_keeps_its_partial_files_over_http() {
     terminate(Transport::Http);
 }
 
+/// Terminate and a cancel of the blocking call, at once: one SIGTERM
+/// between them (a second kills the agent with its records unwritten).
+#[test]
+fn terminate_and_a_cancel_of_the_same_blocking_agent_stop_it_once() {
+    let Some(python) = host("terminate_blocking", Sdk::Python) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let model = agents_script(&sandbox, &[], &[1]);
+    let report = play(
+        python,
+        "terminate_blocking",
+        Transport::Stdio,
+        &serve_command(&sandbox, &model, &["--kill-grace", "2"]),
+    );
+    assert_eq!(
+        report["stopped"]["structured"]["status"], "terminated",
+        "{report}"
+    );
+    assert_eq!(super::ended(&sandbox, 1)["status"], "terminated");
+    assert_eq!(sandbox.transcript(1)["status"], "terminated");
+    let log =
+        std::fs::read_to_string(sandbox.agent_dir(1).join(".subagent/supervisor.log")).unwrap();
+    assert!(!log.contains("SIGTERM again"), "{log}");
+}
+
 #[test]
 fn a_cancelled_blocking_create_terminates_its_agent_and_keeps_its_transcript() {
     let Some(python) = host("cancel", Sdk::Python) else {
