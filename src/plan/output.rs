@@ -8,6 +8,10 @@ use serde_json::Value;
 /// The most validation errors said back to a worker at once.
 const ERRORS_SAID: usize = 10;
 
+/// The largest result troupe takes, as JSON: a dependent's brief and the
+/// run's record carry it whole.
+pub const MAX_RESULT: usize = 256 * 1024;
+
 /// Why `schema` is not a JSON Schema troupe can check results against.
 pub fn schema_error(schema: &Value) -> Option<String> {
     if !schema.is_object() {
@@ -27,6 +31,12 @@ pub fn result_errors(schema: &Value, result: Option<&Value>) -> Vec<String> {
             "finish_task was called without `result`; this step must return one that matches its output_schema".to_string(),
         ];
     };
+    let size = serde_json::to_string(result).map_or(usize::MAX, |text| text.len());
+    if size > MAX_RESULT {
+        return vec![format!(
+            "the result is {size} bytes of JSON, more than the {MAX_RESULT} troupe takes; keep it small, and put what is bulky in a file among your deliverables, named in the result"
+        )];
+    }
     let validator = match jsonschema::validator_for(schema) {
         Ok(validator) => validator,
         Err(e) => return vec![format!("the step's output_schema cannot be used: {e}")],
@@ -57,6 +67,13 @@ mod tests {
         let errors = result_errors(&schema, Some(&json!({"urls": [1]})));
         assert_eq!(errors, ["at /urls/0: 1 is not of type \"string\""]);
         assert_eq!(result_errors(&schema, None).len(), 1);
+        let bulky = json!({"urls": vec!["x".repeat(1000); 300]});
+        let errors = result_errors(&schema, Some(&bulky));
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0].contains("more than the 262144 troupe takes"),
+            "{errors:?}"
+        );
     }
 
     #[test]

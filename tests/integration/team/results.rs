@@ -187,3 +187,44 @@ fn the_typed_example_runs_as_the_readme_prints_it() {
         "written where its powers let it"
     );
 }
+
+/// Regression (the fourth adversarial trial): an 8 MB typed result went
+/// whole into the dependent's first model message and twice into
+/// run.json. A result over the cap goes back to its worker, as a
+/// mismatched one does.
+#[test]
+fn a_result_over_the_cap_goes_back_and_never_reaches_the_dependent() {
+    let sandbox = Sandbox::new();
+    let steps = json!([
+        {"id": "extract", "description": "list the URLs", "type": "ANALYSIS", "dependencies": [], "output_schema": urls_schema()},
+        {"id": "use", "description": "use the URLs", "type": "FILE_WRITE", "dependencies": ["extract"]}
+    ]);
+    let bulky: Vec<String> = (0..400)
+        .map(|n| format!("https://example.org/{n}/{}", "x".repeat(1000)))
+        .collect();
+    let rules = vec![
+        planner(steps),
+        json!({"role": "worker", "step": "extract", "attempt": 1, "reply": [finish_with(json!({"urls": bulky}))]}),
+        json!({"role": "worker", "step": "extract", "attempt": 2, "reply": [finish_with(json!({"urls": ["https://example.org/a"]}))]}),
+        worker_rule("use", worker_writes("use", 0)),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-replans", "0"]);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let invalid = team.events_of("result_invalid");
+    assert_eq!(invalid.len(), 1, "{invalid:?}");
+    assert!(
+        invalid[0]["errors"]
+            .to_string()
+            .contains("more than the 262144 troupe takes"),
+        "{invalid:?}"
+    );
+    let dependent = read_json(&team.dir.join("use/worker-1/.subagent/task.json"));
+    let brief = dependent["task"].as_str().unwrap();
+    assert!(brief.contains("https://example.org/a"), "{brief}");
+    assert!(
+        !brief.contains("xxxxxxxxxx"),
+        "the bulky result reached the dependent"
+    );
+    assert!(team.record()["steps"][0]["result"]["urls"] == json!(["https://example.org/a"]));
+}
