@@ -17,9 +17,31 @@ pub fn schema_error(schema: &Value) -> Option<String> {
     if !schema.is_object() {
         return Some("it must be a JSON Schema object".to_string());
     }
-    jsonschema::validator_for(schema)
-        .err()
-        .map(|e| e.to_string())
+    validator(schema).err()
+}
+
+/// The most steps a backtracking pattern may take on one string, for a
+/// schema whose patterns the linear engine cannot run (look-around,
+/// back-references): past it, the string does not match.
+const BACKTRACK_LIMIT: usize = 100_000;
+
+/// A validator of `schema`. Its patterns run on the `regex` crate's
+/// engine, linear in the string, where they can: a worker's result is
+/// checked by the parent, and a backtracking pattern over a long string
+/// held a run's thread for 15 s. A pattern only a backtracking engine
+/// takes gets one with a bounded number of steps.
+fn validator(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+        .or_else(|_| {
+            jsonschema::options()
+                .with_pattern_options(
+                    jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT),
+                )
+                .build(schema)
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// What is wrong with `result` under `schema`, each error with where in
@@ -37,7 +59,7 @@ pub fn result_errors(schema: &Value, result: Option<&Value>) -> Vec<String> {
             "the result is {size} bytes of JSON, more than the {MAX_RESULT} troupe takes; keep it small, and put what is bulky in a file among your deliverables, named in the result"
         )];
     }
-    let validator = match jsonschema::validator_for(schema) {
+    let validator = match validator(schema) {
         Ok(validator) => validator,
         Err(e) => return vec![format!("the step's output_schema cannot be used: {e}")],
     };
@@ -58,6 +80,22 @@ pub fn result_errors(schema: &Value, result: Option<&Value>) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    // Regression (the fourth adversarial trial): a Planner-written
+    // pattern that backtracks held the run's thread for 13-15 s over a
+    // result of 300 strings.
+    #[test]
+    fn a_backtracking_pattern_is_bounded() {
+        // A back-reference: only a backtracking engine runs it.
+        let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^(a+)+\\1$"}});
+        assert!(schema_error(&schema).is_none());
+        let strings: Vec<String> = (0..300).map(|_| format!("{}c", "a".repeat(40))).collect();
+        let errors = result_errors(&schema, Some(&json!(strings)));
+        assert!(!errors.is_empty());
+        // One the linear engine takes is linear.
+        let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^(a+)+$"}});
+        assert!(!result_errors(&schema, Some(&json!(strings))).is_empty());
+    }
 
     #[test]
     fn a_result_is_checked_against_its_schema_with_where_it_is_wrong() {
