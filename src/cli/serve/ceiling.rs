@@ -233,6 +233,17 @@ mod tests {
     }
 
     #[test]
+    fn a_flag_the_call_gives_replaces_the_servers() {
+        let ceiling = ceiling("troupe mcp serve --apply --isolation auto");
+        let run = strings(ceiling.command(
+            For::Run,
+            &["apply", "isolation"],
+            vec!["--no-apply".into(), "--isolation=worktree".into()],
+        ));
+        assert_eq!(run, ["run", "--no-apply", "--isolation=worktree"]);
+    }
+
+    #[test]
     fn a_created_agent_takes_the_workers_model_in_place_of_the_servers() {
         let ceiling =
             ceiling("troupe mcp serve --model general --worker-model w --reviewer-model r");

@@ -83,13 +83,18 @@ pub async fn run_team(
         own.push(format!("--isolation={}", asked.as_str()).into());
     }
     let tie = (!args.run_in_background).then(tie_to_server);
-    let replaced: &[&str] = match args.isolation {
-        Some(_) => &["isolation"],
-        None => &[],
-    };
+    // What the call says in the server's place (a server's `--apply`
+    // would clash with the call's `--no-apply`).
+    let mut replaced = Vec::new();
+    if args.isolation.is_some() {
+        replaced.push("isolation");
+    }
+    if args.apply == Some(false) {
+        replaced.push("apply");
+    }
     let argv: Vec<OsString> = tie
         .into_iter()
-        .chain(server.ceiling.command(For::Run, replaced, own))
+        .chain(server.ceiling.command(For::Run, &replaced, own))
         .collect();
     let events = server.scratch_path("run", "jsonl");
     let log = server.scratch_path("run", "log");
