@@ -183,7 +183,8 @@ impl Seen {
     }
 }
 
-fn agent_id_value(id: &str) -> Value {
+/// An agent id as the seed gives it: a number where it is one.
+pub fn agent_id_value(id: &str) -> Value {
     id.parse::<u64>()
         .map(Value::from)
         .unwrap_or_else(|_| Value::from(id))

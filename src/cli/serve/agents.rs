@@ -22,7 +22,7 @@ use super::progress::Progress;
 use super::session::Session;
 use super::tied::{StopOnDrop, Tied};
 use super::{Server, path_flag, tie_to_server};
-use crate::cli::agents::{look, result_object, stop};
+use crate::cli::agents::{agent_id_value, look, result_object, stop};
 use crate::cli::background::{LaunchError, Launched, launch};
 use crate::cli::spawn::{Refusal, admit};
 use crate::supervisor::registry;
@@ -266,7 +266,7 @@ pub async fn wait(
                 .iter()
                 .zip(&seen)
                 .filter(|(_, agent)| !agent.ended())
-                .map(|(id, _)| number(id))
+                .map(|(id, _)| agent_id_value(id))
                 .collect();
             return Ok(json!({
                 "success": true,
@@ -351,11 +351,4 @@ pub fn usage_or_failure(error: anyhow::Error) -> CallError {
         Some(usage) => CallError::invalid(usage.to_string()),
         None => CallError::failed(format!("{error:#}")),
     }
-}
-
-/// An agent id as the seed gives it: a number.
-fn number(id: &str) -> Value {
-    id.parse::<u64>()
-        .map(Value::from)
-        .unwrap_or_else(|_| Value::from(id))
 }

@@ -70,7 +70,8 @@ impl Inner {
             troupe.stop();
         }
         if self.server.bounds.on_disconnect == OnDisconnect::Terminate {
-            self.session.stop_background_runs();
+            self.session
+                .stop_background_runs(|run| notices::run_end(&self.server, run).is_none());
             for id in self.session.background_agents() {
                 if !crate::cli::agents::look(&self.server.results, &id).ended() {
                     let _ =

@@ -84,20 +84,24 @@ impl Session {
         self.with(|s| s.tied.values().cloned().collect())
     }
 
-    /// Interrupts the background runs whose end was not noticed yet.
-    pub fn stop_background_runs(&self) {
-        let open: Vec<u32> = self.with(|s| {
+    /// Interrupts the background runs whose end was not noticed yet and
+    /// that `under_way` says still run: a run that ended no longer owns
+    /// its pid.
+    pub fn stop_background_runs(&self, under_way: impl Fn(&str) -> bool) {
+        let open: Vec<(String, u32)> = self.with(|s| {
             s.runs
                 .iter()
                 .filter(|(run, _)| !s.noticed.contains(&run_key(run)))
-                .map(|(_, pid)| *pid)
+                .cloned()
                 .collect()
         });
-        for pid in open {
-            let _ = kill(
-                Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
-                Signal::SIGTERM,
-            );
+        for (run, pid) in open {
+            if under_way(&run) {
+                let _ = kill(
+                    Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
+                    Signal::SIGTERM,
+                );
+            }
         }
     }
 
