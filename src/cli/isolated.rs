@@ -96,7 +96,7 @@ pub async fn apply_run(args: ApplyArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
         Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e @ ApplyError::ChangedMeanwhile { .. }) => {
+        Err(e @ (ApplyError::ChangedMeanwhile { .. } | ApplyError::LeadsOut { .. })) => {
             crate::tell!("troupe: {e}");
             Ok(ExitCode::FAILURE)
         }
@@ -273,13 +273,21 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8, run: &
         (true, true) => {
             let span = run.child("troupe.apply");
             let applied = apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse, span);
-            if let Err(e) = applied.await {
-                crate::tell!("troupe: {e}");
-                crate::tell!(
-                    "troupe: the result stays on branch {}; apply it later with: {command}",
-                    isolation.branch
-                );
-                code = code.max(1);
+            match applied.await {
+                Ok(_) => {}
+                // Applying later would meet the same links.
+                Err(e @ ApplyError::LeadsOut { .. }) => {
+                    crate::tell!("troupe: {e}");
+                    code = code.max(1);
+                }
+                Err(e) => {
+                    crate::tell!("troupe: {e}");
+                    crate::tell!(
+                        "troupe: the result stays on branch {}; apply it later with: {command}",
+                        isolation.branch
+                    );
+                    code = code.max(1);
+                }
             }
         }
         (true, false) => crate::tell!(

@@ -8,12 +8,13 @@
 //! hours); ignored paths are git's to skip and left alone. After, a change
 //! may not add a nested repository (a gitlink names a commit troupe never
 //! saw, in a directory the worker's sandbox may close), a symbolic link
-//! whose target leaves the workspace (applied, it would point the user's
-//! tree at `/etc/shadow`), or troupe's own configuration (`troupe.toml`,
+//! whose target, followed through the change's other links, leaves the
+//! workspace (applied, it would point the user's tree at `/etc/shadow`;
+//! `links`), or troupe's own configuration (`troupe.toml`,
 //! `.troupe/`). Each refusal is a sentence naming the path.
 
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::git::{Git, GitError, Place};
 use super::stat::Raw;
@@ -71,14 +72,15 @@ async fn ignored<'a>(
     Ok(out.stdout.lines().map(PathBuf::from).collect())
 }
 
-/// What of a change (its `--raw` records) troupe will not land.
-pub async fn refusals(git: &Git, changed: &[Raw]) -> Result<Vec<String>, GitError> {
+/// What of a change (its `--raw` records, its `commit`) troupe will not
+/// land.
+pub async fn refusals(git: &Git, commit: &str, changed: &[Raw]) -> Result<Vec<String>, GitError> {
     let mut refused = Vec::new();
     for Raw {
         path,
         old_mode,
         new_mode,
-        new_id,
+        ..
     } in changed
     {
         if GUARDED.iter().any(|name| Path::new(path).starts_with(name)) {
@@ -89,38 +91,17 @@ pub async fn refusals(git: &Git, changed: &[Raw]) -> Result<Vec<String>, GitErro
             refused.push(format!(
                 "{path} is a nested repository (a gitlink), which troupe does not land"
             ));
-        } else if new_mode == "120000" {
-            let target = git
-                .run(&Place::default(), ["cat-file", "blob", new_id])
-                .await?;
-            if leaves(Path::new(path), Path::new(&target)) {
-                refused.push(format!(
-                    "{path} is a symbolic link to {target}, outside the workspace"
-                ));
-            }
         }
+    }
+    let links: Vec<String> = changed
+        .iter()
+        .filter(|raw| raw.new_mode == "120000")
+        .map(|raw| raw.path.clone())
+        .collect();
+    if !links.is_empty() {
+        refused.extend(super::links::leading_out(git, commit, &links).await?);
     }
     Ok(named(refused))
-}
-
-/// Whether a link at `link` (relative to the tree's top) pointing to
-/// `target` names something outside the tree.
-fn leaves(link: &Path, target: &Path) -> bool {
-    if target.is_absolute() {
-        return true;
-    }
-    let mut depth: i64 = link.components().count() as i64 - 1;
-    for component in target.components() {
-        match component {
-            Component::ParentDir => depth -= 1,
-            Component::Normal(_) => depth += 1,
-            _ => {}
-        }
-        if depth < 0 {
-            return true;
-        }
-    }
-    false
 }
 
 /// At most `NAMED` sentences, and how many more there were.
@@ -160,20 +141,4 @@ fn odd_entries(checkout: &Path, max_file_size: Option<u64>) -> Vec<(PathBuf, Str
             Some((rel, why))
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::leaves;
-    use std::path::Path;
-
-    #[test]
-    fn a_link_leaves_the_tree_when_its_target_climbs_past_the_top() {
-        assert!(leaves(Path::new("a"), Path::new("/etc/shadow")));
-        assert!(leaves(Path::new("a"), Path::new("../x")));
-        assert!(leaves(Path::new("d/a"), Path::new("../../x")));
-        assert!(leaves(Path::new("d/a"), Path::new("x/../../../y")));
-        assert!(!leaves(Path::new("d/a"), Path::new("../x")));
-        assert!(!leaves(Path::new("a"), Path::new("d/e")));
-    }
 }

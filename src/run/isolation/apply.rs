@@ -74,6 +74,16 @@ pub enum ApplyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "not applied: the run's branch {branch} holds symbolic links that lead outside {workspace}, followed through its other links: {}; nothing was written",
+        .links.join("; "),
+        workspace = .workspace.display()
+    )]
+    LeadsOut {
+        links: Vec<String>,
+        workspace: PathBuf,
+        branch: String,
+    },
     /// Another troupe writes the workspace.
     #[error("not applied: {0}")]
     Busy(String),
@@ -177,6 +187,21 @@ pub async fn apply(
     let changes = parse_name_status(&status);
     if changes.is_empty() {
         return Ok(Applied::default());
+    }
+    // Each change was judged in its own tree; two steps' links can lead
+    // out only together, in the tree their landings made.
+    let written: Vec<String> = changes
+        .iter()
+        .filter(|(kind, _)| *kind != 'D')
+        .map(|(_, p)| p.clone())
+        .collect();
+    let links = super::links::leading_out(&git, head, &written).await?;
+    if !links.is_empty() {
+        return Err(ApplyError::LeadsOut {
+            links,
+            workspace: workspace.to_path_buf(),
+            branch: record.branch.clone(),
+        });
     }
     let paths: Vec<&str> = changes.iter().map(|(_, p)| p.as_str()).collect();
     let from_snapshot = differing(&git, &record.snapshot, workspace, scratch, &paths).await?;

@@ -40,6 +40,7 @@ mod ignores;
 mod landing;
 mod layered;
 mod lineage;
+mod links;
 mod objects;
 mod piped;
 mod shared;
@@ -605,7 +606,7 @@ impl Worktrees {
             off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created))).await?;
         let listed = self.git.run_split(&here, &args, file).await?;
         let (raw, counted) = stat::parse_diff(&String::from_utf8_lossy(&listed));
-        let refused = admit::refusals(&self.git, &raw).await?;
+        let refused = admit::refusals(&self.git, &commit, &raw).await?;
         change.refused = refused;
         if change.refused.is_empty() {
             self.records

@@ -203,6 +203,70 @@ fn troupe_lands_no_link_out_no_nested_repository_and_no_configuration() {
     );
 }
 
+// Fourth trial, weakness 5: each link was judged alone, so `d/up -> ..`
+// and `out -> d/up/d/up/../../etc/passwd` both looked inside, landed, and
+// `apply` wrote into the user's tree a link that reads /etc/passwd. Now a
+// change is judged in its own tree, and an apply in the tree it writes
+// (two steps' links can lead out only once merged).
+#[test]
+fn a_chain_of_links_that_leads_out_neither_lands_in_one_change_nor_is_applied_from_two() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let chain = "mkdir -p e && ln -s .. e/up && ln -s e/up/e/up/../../etc/hostname out2";
+    let rules = vec![
+        planner(json!([
+            step("a", &[]),
+            step("b", &[]),
+            step("c", &["a", "b"])
+        ])),
+        worker_rule("a", running(&["mkdir -p d && ln -s .. d/up"])),
+        worker_rule("b", running(&["ln -s d/up/d/up/../../etc/passwd out"])),
+        json!({"role": "worker", "step": "c", "attempt": 1, "reply": running(&[chain])}),
+        json!({"role": "worker", "step": "c", "attempt": 2, "reply": running(&["echo fine > ok.txt"])}),
+        approving_reviewer(),
+    ];
+    let command = team_command(
+        &sandbox,
+        rules,
+        &[
+            "--isolation",
+            "worktree",
+            "--sandbox",
+            "off",
+            "--max-parallel",
+            "2",
+            "--deadline",
+            "120",
+        ],
+    );
+    let team = finish_team_run(&sandbox, command);
+    let refused = team.events_of("change_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}\n{}", team.run.stderr);
+    let reasons = refused[0]["reasons"].to_string();
+    assert!(
+        reasons.contains("out2 is a symbolic link to e/up/e/up/../../etc/hostname that leads outside the workspace through the link e/up"),
+        "{reasons}"
+    );
+    assert_eq!(crate::isolation::on_branch(&team, "out2"), None);
+    // Each of a's and b's links stays inside in its own step's tree: both
+    // landed, and only the apply saw them together.
+    assert!(crate::isolation::on_branch(&team, "out").is_some());
+    assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+    assert!(
+        team.run.stderr.contains("not applied")
+            && team.run.stderr.contains("out is a symbolic link to d/up/d/up/../../etc/passwd that leads outside the workspace through the link d/up"),
+        "{}",
+        team.run.stderr
+    );
+    let ws = sandbox.ws();
+    for absent in ["out", "d", "ok.txt"] {
+        assert!(
+            ws.join(absent).symlink_metadata().is_err(),
+            "{absent} was applied"
+        );
+    }
+}
+
 fn forged_records(as_nobody: bool) {
     if !crate::common::full_sandbox("forged_records") {
         return;
