@@ -655,6 +655,7 @@ fn worktree_cost_of(
             let bounds = troupe::run::isolation::Bounds {
                 stop: troupe::signal::StopSignal::default(),
                 max_file_size: None,
+                guarded: Vec::new(),
                 checkouts: match layered {
                     true => CheckoutKind::Layered,
                     false => CheckoutKind::Full("the benchmark's other mode".to_string()),

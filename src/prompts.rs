@@ -2,9 +2,15 @@
 //!
 //! Prompts are Markdown templates so that people who tune them need not
 //! read Rust. `--prompts-dir DIR` replaces any of them by a file of the same
-//! name in DIR; names missing there keep the built-in text.
+//! name in DIR; names missing there keep the built-in text. troupe reads
+//! the directory once, as it starts, and hands its agents the text in
+//! their task files: an agent that rewrites a prompt file meanwhile (the
+//! directory may lie in its workspace) changes no prompt of the run.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 /// A prompt troupe knows, by its file name in `prompts/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +49,25 @@ pub enum Prompt {
 }
 
 impl Prompt {
+    /// Every prompt troupe knows.
+    const ALL: [Prompt; 15] = [
+        Prompt::Worker,
+        Prompt::WorkerTask,
+        Prompt::Reminder,
+        Prompt::WrapUp,
+        Prompt::Truncated,
+        Prompt::Compact,
+        Prompt::CompactTask,
+        Prompt::Summary,
+        Prompt::Reviewer,
+        Prompt::ReviewerTask,
+        Prompt::ReviewerWrapUp,
+        Prompt::Planner,
+        Prompt::Replan,
+        Prompt::Step,
+        Prompt::Review,
+    ];
+
     pub fn file_name(self) -> &'static str {
         match self {
             Prompt::Worker => "worker.md",
@@ -82,16 +107,29 @@ impl Prompt {
             Prompt::Review => include_str!("../prompts/review.md"),
         }
     }
+}
 
-    /// The template: the override in `dir` when there is one, else the
-    /// built-in text. An override that exists but cannot be read is an
-    /// error rather than a silent fallback, so a typo in a prompt never
-    /// goes unnoticed.
-    pub fn load(self, dir: Option<&Path>) -> std::io::Result<String> {
-        if let Some(dir) = dir {
-            let path = dir.join(self.file_name());
+/// The overrides of `--prompts-dir`, by file name, as they were when
+/// troupe read them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Prompts(BTreeMap<String, String>);
+
+impl Prompts {
+    /// The overrides in `dir`, each read now. One that exists but cannot be
+    /// read is an error rather than a silent fallback, so a typo in a
+    /// prompt never goes unnoticed.
+    pub fn read(dir: Option<&Path>) -> std::io::Result<Prompts> {
+        let mut found = BTreeMap::new();
+        let Some(dir) = dir else {
+            return Ok(Prompts(found));
+        };
+        for prompt in Prompt::ALL {
+            let path = dir.join(prompt.file_name());
             match std::fs::read_to_string(&path) {
-                Ok(text) => return Ok(text),
+                Ok(text) => {
+                    found.insert(prompt.file_name().to_string(), text);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(std::io::Error::new(
@@ -101,7 +139,19 @@ impl Prompt {
                 }
             }
         }
-        Ok(self.builtin().to_string())
+        Ok(Prompts(found))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The template of `prompt`: its override, else the built-in text.
+    pub fn text(&self, prompt: Prompt) -> String {
+        match self.0.get(prompt.file_name()) {
+            Some(text) => text.clone(),
+            None => prompt.builtin().to_string(),
+        }
     }
 }
 

@@ -54,8 +54,6 @@ pub enum AgentFailure {
     Model(#[from] LlmError),
     #[error("cannot write the transcript: {0}")]
     Transcript(#[source] std::io::Error),
-    #[error("{0}")]
-    Prompt(#[source] std::io::Error),
     /// A tool's machinery broke (`ToolError::Fatal`).
     #[error("{0}")]
     Tool(String),
@@ -118,8 +116,8 @@ impl<'a> Session<'a> {
 
     /// The system prompt and the first user message, rendered.
     pub fn open(&mut self, system: Prompt, first: Prompt) -> Result<(), LoopEnd> {
-        let system = self.prompt(system)?;
-        let first = self.prompt(first)?;
+        let system = self.prompt(system);
+        let first = self.prompt(first);
         let owned = self.prompt_values();
         let values: Vec<(&str, &str)> = owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let opening = [
@@ -131,7 +129,7 @@ impl<'a> Session<'a> {
 
     /// A user message from a prompt with its own values.
     pub fn say(&mut self, prompt: Prompt, values: &[(&str, &str)]) -> Result<(), LoopEnd> {
-        let template = self.prompt(prompt)?;
+        let template = self.prompt(prompt);
         self.push(Message::user(render(&template, values)))
     }
 
@@ -237,7 +235,7 @@ impl<'a> Session<'a> {
                 let Some(summary) = self.summarize(range.clone()).await? else {
                     return Ok(false);
                 };
-                let template = self.prompt(Prompt::Summary)?;
+                let template = self.prompt(Prompt::Summary);
                 let block = render(&template, &[("summary", &summary)]);
                 self.context.summarized(range.clone(), block);
                 CompactionStep::Summarized {
@@ -279,8 +277,8 @@ impl<'a> Session<'a> {
         &mut self,
         range: std::ops::Range<usize>,
     ) -> Result<Option<String>, LoopEnd> {
-        let system = self.prompt(Prompt::Compact)?;
-        let template = self.prompt(Prompt::CompactTask)?;
+        let system = self.prompt(Prompt::Compact);
+        let template = self.prompt(Prompt::CompactTask);
         let history = self.context.history(self.transcript.messages(), range);
         let question = render(
             &template,
@@ -375,10 +373,8 @@ impl<'a> Session<'a> {
             .map_err(|e| LoopEnd::Failed(AgentFailure::Transcript(e)))
     }
 
-    fn prompt(&self, prompt: Prompt) -> Result<String, LoopEnd> {
-        prompt
-            .load(self.task.prompts_dir.as_deref())
-            .map_err(|e| LoopEnd::Failed(AgentFailure::Prompt(e)))
+    fn prompt(&self, prompt: Prompt) -> String {
+        self.task.prompts.text(prompt)
     }
 
     fn prompt_values(&self) -> Vec<(&'static str, String)> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::UsageError;
+use crate::prompts::Prompts;
 use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, ReadScope, SandboxMode, SandboxSettings};
 use crate::settings::{Lookup, pick};
 use crate::supervisor::launcher::{Launcher, local_only_warning};
@@ -45,8 +46,9 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SECS", default_value_t = 120, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
     pub command_timeout: u64,
 
-    /// A directory of prompt overrides (see prompts/ for the names); files
-    /// missing there keep the built-in prompts [env: TROUPE_PROMPTS_DIR].
+    /// A directory of prompt overrides (see prompts/ for the names), read
+    /// once as troupe starts and read-only to every agent; files missing
+    /// there keep the built-in prompts [env: TROUPE_PROMPTS_DIR].
     #[arg(long, value_name = "DIR")]
     pub prompts_dir: Option<PathBuf>,
 
@@ -198,6 +200,11 @@ impl AgentArgs {
             crate::tell!("troupe: settings from {}", file.display());
             sandbox.read_only.extend(file.canonicalize().ok());
         }
+        // Nor any prompt: they are read here, once, and the directory is
+        // read-only to every agent, for the runs after this one.
+        let prompts_dir = real_dir(prompts_dir, "--prompts-dir")?;
+        let prompts = Prompts::read(prompts_dir.as_deref()).map_err(UsageError::of)?;
+        sandbox.read_only.extend(prompts_dir);
         Ok(AgentSettings {
             program,
             program_takes_session,
@@ -205,7 +212,7 @@ impl AgentArgs {
             hygiene,
             limits: self.agent_limits(max_tokens.or(self.max_agent_tokens)),
             sandbox,
-            prompts_dir: real_dir(prompts_dir, "--prompts-dir")?,
+            prompts,
             launcher: launcher_of(launcher.as_deref(), results)?,
             durability,
             mcp,

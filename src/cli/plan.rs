@@ -102,7 +102,8 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
             retry.of
         );
     }));
-    let mut planner = Planner::new(model, prompts_dir, None).with_retries(retries);
+    let prompts = crate::prompts::Prompts::read(prompts_dir.as_deref()).map_err(UsageError::of)?;
+    let mut planner = Planner::new(model, prompts, None).with_retries(retries);
     let plan = match planner.plan(goal.trim()).await {
         Ok(plan) => plan,
         Err(PlanFailure::NoAnswer(why)) => {

@@ -15,6 +15,7 @@ use super::mcp::{ListedTool, McpServer};
 use super::messages::{AgentId, AgentRole, PROTOCOL_VERSION};
 use super::sandbox::SandboxSettings;
 use crate::chat::AgentKey;
+use crate::prompts::Prompts;
 
 /// The name of the directory inside an agent's directory that holds
 /// troupe's own files (task, transcript, logs, spilled output).
@@ -55,9 +56,10 @@ pub struct TaskFile {
     pub agent_dir: PathBuf,
     pub conversation_id: String,
     pub timeout_seconds: u64,
-    /// Prompt overrides; files missing there fall back to the built-in ones.
-    #[serde(default)]
-    pub prompts_dir: Option<PathBuf>,
+    /// The prompt overrides troupe read as it started; prompts missing
+    /// there are the built-in ones.
+    #[serde(default, skip_serializing_if = "Prompts::is_empty")]
+    pub prompts: Prompts,
     #[serde(default)]
     pub limits: AgentLimits,
     #[serde(default)]
@@ -117,7 +119,7 @@ impl TaskFile {
             agent_dir,
             conversation_id,
             timeout_seconds: 600,
-            prompts_dir: None,
+            prompts: Prompts::default(),
             limits: AgentLimits::default(),
             sandbox: SandboxSettings::default(),
             mcp: Vec::new(),

@@ -3,10 +3,10 @@
 //! feedback) and the reviewer's (the step, the worker's report, the
 //! parent's check of its claims).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::step::Review;
-use crate::prompts::{Prompt, render};
+use crate::prompts::{Prompt, Prompts, render};
 use crate::protocol::VerdictReport;
 use crate::record::ChangeRecord;
 use crate::record::{AgentRecord, StepRecord};
@@ -21,14 +21,14 @@ pub struct Delivered<'a> {
 /// `carried`: what the attempt starts with of the rejected attempt
 /// before it.
 pub fn worker_brief(
-    prompts_dir: Option<&Path>,
+    prompts: &Prompts,
     goal: &str,
     step: &StepRecord,
     dependencies: &[Delivered<'_>],
     feedback: Option<&SentBack>,
     carried: &Carried,
-) -> std::io::Result<String> {
-    let template = Prompt::Step.load(prompts_dir)?;
+) -> String {
+    let template = prompts.text(Prompt::Step);
     let dependencies = if dependencies.is_empty() {
         "(none: this step depends on no other)".to_string()
     } else {
@@ -42,7 +42,7 @@ pub fn worker_brief(
         None => "(none: this is the first attempt)".to_string(),
         Some(sent_back) => describe_feedback(sent_back, carried),
     };
-    Ok(render(
+    render(
         &template,
         &[
             ("goal", goal),
@@ -51,7 +51,7 @@ pub fn worker_brief(
             ("dependencies", &dependencies),
             ("feedback", &feedback),
         ],
-    ))
+    )
 }
 
 /// The most of an attempt's diff put in the reviewer's brief; the rest
@@ -92,13 +92,13 @@ impl DiffHead {
 
 /// `diff`: the head of the attempt's whole diff, when there is one.
 pub fn review_brief(
-    prompts_dir: Option<&Path>,
+    prompts: &Prompts,
     goal: &str,
     step: &StepRecord,
     review: &Review<'_>,
     diff: Option<&DiffHead>,
-) -> std::io::Result<String> {
-    let template = Prompt::Review.load(prompts_dir)?;
+) -> String {
+    let template = prompts.text(Prompt::Review);
     let (attempt, worker, claims) = (review.attempt, review.worker, review.claims);
     let success = claims.success_claimed.to_string();
     let mut summary = if worker.summary.trim().is_empty() {
@@ -113,7 +113,7 @@ pub fn review_brief(
             pretty(result)
         ));
     }
-    Ok(render(
+    render(
         &template,
         &[
             ("goal", goal),
@@ -125,7 +125,7 @@ pub fn review_brief(
             ("claims", &claims.describe()),
             ("change", &describe_change(review.change, diff)),
         ],
-    ))
+    )
 }
 
 /// The attempt's change for the reviewer: its stat and its diff (cut,

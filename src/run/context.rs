@@ -49,7 +49,7 @@ pub struct RunContext {
     pub workspace: PathBuf,
     pub run_dir: PathBuf,
     pub team: TeamSettings,
-    pub prompts_dir: Option<PathBuf>,
+    pub prompts: crate::prompts::Prompts,
     /// Runs each agent of the run.
     pub runner: Box<dyn AgentRunner>,
     pub budget: Budget,
@@ -58,6 +58,10 @@ pub struct RunContext {
     /// The largest file an agent may write (`--max-file-size`), and so
     /// the largest troupe takes into a change.
     pub max_file_size: Option<u64>,
+    /// The workspace's paths (relative) troupe reads as its own: its
+    /// prompts directory or settings file, when they lie there. Read-only
+    /// to every agent, and never landed from a change.
+    pub guarded: Vec<PathBuf>,
     /// Where the attempts work apart, once the plan showed that is wanted
     /// (`--isolation`); unset, every worker shares the workspace.
     pub isolation: OnceLock<Arc<dyn Workspaces>>,

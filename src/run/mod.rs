@@ -194,12 +194,21 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
     }
     let stop = StopSignal::default();
     let max_file_size = config.agents.limits.max_file_size;
+    let guarded: Vec<PathBuf> = config
+        .agents
+        .sandbox
+        .read_only
+        .iter()
+        .filter_map(|path| path.strip_prefix(&config.workspace).ok())
+        .map(Path::to_path_buf)
+        .collect();
     let checkouts = Checkouts::new(&config.agents);
     let isolation = match &record.isolation {
         Some(isolation) => {
             let bounds = Bounds {
                 stop: stop.clone(),
                 max_file_size,
+                guarded: guarded.clone(),
                 checkouts: checkouts.kind().await,
             };
             let trees = Worktrees::open(
@@ -230,8 +239,9 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
         run_dir: run_dir.clone(),
         record,
         team: config.team,
-        prompts_dir: settings.prompts_dir.clone(),
+        prompts: settings.prompts.clone(),
         max_file_size,
+        guarded,
         json: config.json,
         stop,
         interrupts,
@@ -416,6 +426,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
         let bounds = Bounds {
             stop: ctx.stop.clone(),
             max_file_size: ctx.max_file_size,
+            guarded: ctx.guarded.clone(),
             checkouts: checkouts.clone(),
         };
         let event = RunEvent::Isolation {

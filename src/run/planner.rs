@@ -11,7 +11,7 @@ use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
 use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
 use crate::plan::{Plan, parse_plan_with, plan_schema};
-use crate::prompts::{Prompt, render};
+use crate::prompts::{Prompt, Prompts, render};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, TraceParent};
 use crate::telemetry::Span;
 use crate::transcript::Conversation;
@@ -52,7 +52,7 @@ pub struct ReplanContext<'a> {
 
 pub struct Planner {
     model: Arc<dyn ChatModel>,
-    prompts_dir: Option<PathBuf>,
+    prompts: Prompts,
     conversation: Conversation,
     /// Where the conversation is kept, when it is.
     transcript: Option<PathBuf>,
@@ -67,11 +67,7 @@ pub struct Planner {
 impl Planner {
     /// A planner whose conversation is kept in `transcript`; a run being
     /// resumed continues the conversation already there.
-    pub fn new(
-        model: Arc<dyn ChatModel>,
-        prompts_dir: Option<PathBuf>,
-        transcript: Option<PathBuf>,
-    ) -> Self {
+    pub fn new(model: Arc<dyn ChatModel>, prompts: Prompts, transcript: Option<PathBuf>) -> Self {
         let earlier = transcript
             .as_deref()
             .and_then(|path| crate::transcript::load(path).ok());
@@ -85,7 +81,7 @@ impl Planner {
         });
         Planner {
             model,
-            prompts_dir,
+            prompts,
             conversation,
             transcript,
             on_retry: None,
@@ -133,7 +129,7 @@ impl Planner {
 
     /// The system prompt, which says what a plan looks like.
     fn open(&mut self) -> Result<(), PlanFailure> {
-        let system = self.prompt(Prompt::Planner)?;
+        let system = self.prompt(Prompt::Planner);
         self.conversation
             .messages
             .push(Message::system(render(&system, &[])));
@@ -145,7 +141,7 @@ impl Planner {
     /// completed ones. A planner that did not make the plan (`troupe run
     /// --plan`) is told first what a plan is, the goal, and the plan.
     pub async fn replan(&mut self, context: &ReplanContext<'_>) -> Result<Plan, PlanFailure> {
-        let template = self.prompt(Prompt::Replan)?;
+        let template = self.prompt(Prompt::Replan);
         let mut question = render(
             &template,
             &[("failed", context.failed), ("completed", context.completed)],
@@ -225,10 +221,8 @@ impl Planner {
         stats.token_usage.add(usage);
     }
 
-    fn prompt(&self, prompt: Prompt) -> Result<String, PlanFailure> {
-        prompt
-            .load(self.prompts_dir.as_deref())
-            .map_err(|e| PlanFailure::NoAnswer(e.to_string()))
+    fn prompt(&self, prompt: Prompt) -> String {
+        self.prompts.text(prompt)
     }
 
     fn save(&mut self, status: AgentStatus) {

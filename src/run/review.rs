@@ -23,16 +23,12 @@ impl Step<'_> {
             None => None,
         };
         let brief = review_brief(
-            ctx.prompts_dir.as_deref(),
+            &ctx.prompts,
             &ctx.goal,
             self.record(),
             &review,
             diff.as_ref(),
         );
-        let brief = match brief {
-            Ok(brief) => brief,
-            Err(e) => return ReviewEnd::Failed(format!("cannot write the reviewer's brief: {e}")),
-        };
         let mut last_failure = String::new();
         for try_number in 1..=2u32 {
             let name = if try_number == 1 {

@@ -208,9 +208,6 @@ pub enum StartError {
     /// The run's budget (`--max-agents`, `--max-tokens`) is spent.
     #[error("{0}")]
     Budget(Exhausted),
-    /// Its task could not be written (a prompt file could not be read).
-    #[error("cannot write the agent's brief: {0}")]
-    Brief(#[source] std::io::Error),
     /// Troupe could not run it: a failure of the system.
     #[error("cannot run the agent: {0}")]
     Spawn(#[from] SpawnError),
@@ -461,14 +458,13 @@ impl Step<'_> {
             })
             .collect();
         let brief = worker_brief(
-            self.ctx.prompts_dir.as_deref(),
+            &self.ctx.prompts,
             &self.ctx.goal,
             &self.start.step,
             &dependencies,
             feedback,
             carried,
-        )
-        .map_err(StartError::Brief)?;
+        );
         let dir = self.dir(&format!("worker-{attempt}"));
         let worker = self
             .agent(attempt, AgentRole::Worker, 0, dir.clone(), brief, checkout)

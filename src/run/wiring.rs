@@ -31,8 +31,12 @@ pub(super) struct Wiring {
     /// The record as the run opens: fresh, or read back to resume.
     pub record: RunRecord,
     pub team: TeamSettings,
-    pub prompts_dir: Option<PathBuf>,
+    pub prompts: crate::prompts::Prompts,
     pub max_file_size: Option<u64>,
+    /// The workspace's paths (relative) troupe reads as its own: its
+    /// prompts directory or settings file, when they lie there. Read-only
+    /// to every agent, and never landed from a change.
+    pub guarded: Vec<PathBuf>,
     /// Print the event stream on stdout (`--json`).
     pub json: bool,
     /// The run's stop; whoever triggers it (the deadline, the interrupt
@@ -74,8 +78,9 @@ pub(super) async fn run(
         run_dir,
         record,
         team,
-        prompts_dir,
+        prompts,
         max_file_size,
+        guarded,
         json,
         stop,
         interrupts,
@@ -108,11 +113,12 @@ pub(super) async fn run(
         workspace,
         run_dir: run_dir.clone(),
         team,
-        prompts_dir: prompts_dir.clone(),
+        prompts: prompts.clone(),
         runner,
         budget,
         stop,
         max_file_size,
+        guarded,
         isolation: OnceLock::new(),
         writing: OnceLock::new(),
         checkouts,
@@ -127,7 +133,7 @@ pub(super) async fn run(
     }));
     let mut planner = Planner::new(
         planner_model,
-        prompts_dir,
+        prompts,
         Some(run_dir.join("planner").join("conversations.json")),
     )
     .with_retries(retries)

@@ -137,6 +137,15 @@ pub(super) fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)
             let rel = path
                 .strip_prefix(&task.workspace)
                 .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
+            if let Some(held) = task.sandbox.read_only.iter().find(|ro| path.starts_with(ro)) {
+                return Err(refused(
+                    path,
+                    format!(
+                        "it lies in {}, which is read-only to every agent (the repository, or troupe's configuration or prompts)",
+                        held.display()
+                    ),
+                ));
+            }
             let fd = match open(rel) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     nofollow::create_dirs_beneath(root.as_fd(), rel).and_then(|_| open(rel))
@@ -184,7 +193,6 @@ pub fn readable_paths(task: &TaskFile, settings: &SandboxSettings) -> Option<Vec
         ReadScope::Workspace => &[],
     };
     let mut paths: Vec<PathBuf> = vec![task.workspace.clone(), task.agent_dir.clone()];
-    paths.extend(task.prompts_dir.iter().cloned());
     paths.extend(settings.allow_read.iter().cloned());
     paths.extend(system.iter().map(PathBuf::from));
     Some(paths)

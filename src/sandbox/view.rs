@@ -5,7 +5,7 @@
 //!   (`/tmp`, `/var/tmp`, `/run`, `/dev/shm`, and the home directories
 //!   unless the read scope is `all`) replaced by empty tmpfs, so no Unix
 //!   socket of another program can be reached by its path, and the
-//!   agent's own directories (workspace, results, prompts, `--allow-read`)
+//!   agent's own directories (workspace, results, `--allow-read`)
 //!   put back where they were; `/tmp` and `/dev/shm` are the agent's
 //!   private scratch space, bounded by its memory limit;
 //! - a `/dev` of its own with the usual safe nodes only (`null`, `zero`,
@@ -108,7 +108,6 @@ fn kept(task: &TaskFile, settings: &SandboxSettings) -> Vec<PathBuf> {
         task.agent_dir.clone(),
         task.results_dir(),
     ];
-    paths.extend(task.prompts_dir.iter().cloned());
     paths.extend(settings.allow_read.iter().cloned());
     if settings.allow_network {
         // A resolver's file often lives under /run (systemd-resolved).

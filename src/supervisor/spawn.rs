@@ -56,7 +56,8 @@ pub struct AgentSettings {
     pub hygiene: Hygiene,
     pub limits: AgentLimits,
     pub sandbox: SandboxSettings,
-    pub prompts_dir: Option<PathBuf>,
+    /// The prompt overrides, read once as troupe started.
+    pub prompts: crate::prompts::Prompts,
     /// Places each agent elsewhere (`--launcher`).
     pub launcher: Option<Launcher>,
     pub durability: crate::protocol::DurabilityMode,
@@ -73,7 +74,7 @@ impl AgentSettings {
     /// What the agent's task file takes of these settings.
     pub fn fill(&self, task: &mut TaskFile) {
         task.timeout_seconds = self.serve.timeout.as_secs();
-        task.prompts_dir = self.prompts_dir.clone();
+        task.prompts = self.prompts.clone();
         task.limits = self.limits.clone();
         task.sandbox = self.sandbox.clone();
         task.durability = self.durability;

@@ -73,8 +73,14 @@ async fn ignored<'a>(
 }
 
 /// What of a change (its `--raw` records, its `commit`) troupe will not
-/// land.
-pub async fn refusals(git: &Git, commit: &str, changed: &[Raw]) -> Result<Vec<String>, GitError> {
+/// land; `guarded` are the workspace's paths troupe reads as its own
+/// besides its guarded names.
+pub async fn refusals(
+    git: &Git,
+    commit: &str,
+    changed: &[Raw],
+    guarded: &[PathBuf],
+) -> Result<Vec<String>, GitError> {
     let mut refused = Vec::new();
     for Raw {
         path,
@@ -86,6 +92,10 @@ pub async fn refusals(git: &Git, commit: &str, changed: &[Raw]) -> Result<Vec<St
         if GUARDED.iter().any(|name| Path::new(path).starts_with(name)) {
             refused.push(format!(
                 "{path} is troupe's configuration, never a step's to change"
+            ));
+        } else if guarded.iter().any(|own| Path::new(path).starts_with(own)) {
+            refused.push(format!(
+                "{path} is troupe's (its prompts or settings, read-only to every agent), never a step's to change"
             ));
         } else if new_mode == "160000" && old_mode != "160000" {
             refused.push(format!(

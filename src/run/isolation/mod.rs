@@ -109,6 +109,9 @@ pub struct Bounds {
     pub stop: StopSignal,
     /// The largest file a change may hold (`--max-file-size`).
     pub max_file_size: Option<u64>,
+    /// What of the workspace no change may touch besides troupe's
+    /// guarded names (`RunContext::guarded`).
+    pub guarded: Vec<PathBuf>,
     /// The kind of checkout attempts get.
     pub checkouts: CheckoutKind,
 }
@@ -178,6 +181,7 @@ pub struct Worktrees {
     readable: Vec<PathBuf>,
     /// The largest file a change may hold (`--max-file-size`).
     max_file_size: Option<u64>,
+    guarded: Vec<PathBuf>,
     /// The read-only trees copy-on-write checkouts are made on; `None`
     /// where attempts get full checkouts.
     bases: Option<layered::Bases>,
@@ -304,6 +308,7 @@ impl Worktrees {
             common,
             readable,
             max_file_size: bounds.max_file_size,
+            guarded: bounds.guarded,
             bases,
             rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
             tip: std::sync::Mutex::new(head.tip()),
@@ -606,7 +611,7 @@ impl Worktrees {
             off_runtime(move || crate::fsutil::create_file(&created).map_err(io(&created))).await?;
         let listed = self.git.run_split(&here, &args, file).await?;
         let (raw, counted) = stat::parse_diff(&String::from_utf8_lossy(&listed));
-        let refused = admit::refusals(&self.git, &commit, &raw).await?;
+        let refused = admit::refusals(&self.git, &commit, &raw, &self.guarded).await?;
         change.refused = refused;
         if change.refused.is_empty() {
             self.records

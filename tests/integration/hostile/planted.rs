@@ -138,3 +138,120 @@ fn the_results_directory_is_read_only_to_workers() {
 fn the_results_directory_is_read_only_to_workers_as_an_ordinary_user() {
     results_are_read_only_to_workers(true);
 }
+
+/// How the workers of `planted_prompts` meet the prompts directory.
+#[derive(Clone, Copy, PartialEq)]
+enum Prompted {
+    /// Sandboxed in the workspace itself.
+    Shared,
+    /// Sandboxed, each attempt in a checkout of its own.
+    Isolated,
+    /// Not sandboxed at all.
+    Unconfined,
+}
+
+/// A run whose prompts lie in its workspace (`--prompts-dir`), whose
+/// first worker rewrites two of them.
+fn planted_prompts(as_nobody: bool, mode: Prompted) {
+    let sandbox = Sandbox::new();
+    let prompts = sandbox.ws().join("prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::write(prompts.join("step.md"), "STEP-ORIGINAL {description}\n").unwrap();
+    std::fs::write(prompts.join("reviewer.md"), "REVIEWER-ORIGINAL\n").unwrap();
+    let plant = "echo PLANTED > prompts/reviewer.md; echo PLANTED > prompts/step.md; true";
+    let mut steps = vec![step("a", &[]), step("b", &["a"])];
+    if mode == Prompted::Shared {
+        let mut c = step("c", &[]);
+        c["powers"] = json!({"write": ["prompts"]});
+        steps.push(c);
+    }
+    let rules = vec![
+        planner(json!(steps)),
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": running(&[plant])}),
+        worker_rule("a", worker_writes("a", 0)),
+        worker_rule("b", worker_writes("b", 0)),
+        worker_rule("c", worker_writes("c", 0)),
+        approving_reviewer(),
+    ];
+    let dir = prompts.display().to_string();
+    let mut extra = vec!["--prompts-dir", &dir, "--max-replans", "0"];
+    extra.extend(match mode {
+        Prompted::Shared => ["--isolation", "shared"],
+        Prompted::Isolated => ["--isolation", "worktree"],
+        Prompted::Unconfined => ["--sandbox", "off"],
+    });
+    let mut command = team_command(&sandbox, rules, &extra);
+    if as_nobody {
+        command = unprivileged(&sandbox, command);
+    }
+    let team = finish_team_run(&sandbox, command);
+    // Whatever the worker could write, this run's agents got the text
+    // troupe read as it started.
+    let b_task = std::fs::read_to_string(team.dir.join("b/worker-1/.subagent/task.json")).unwrap();
+    assert!(b_task.contains("STEP-ORIGINAL do b"), "{b_task}");
+    let review =
+        std::fs::read_to_string(team.dir.join("b/review-1/.subagent/conversations.json")).unwrap();
+    assert!(review.contains("REVIEWER-ORIGINAL"), "{review}");
+    for text in [&b_task, &review] {
+        assert!(!text.contains("PLANTED"), "{text}");
+    }
+    let kept = |name: &str| std::fs::read_to_string(prompts.join(name)).unwrap();
+    match mode {
+        // Nothing held the worker: the planted text is there for the next
+        // run, as any file it wrote is.
+        Prompted::Unconfined => {
+            assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+            assert_eq!(kept("step.md"), "PLANTED\n");
+        }
+        // Its checkout's prompts were the worker's to change, but troupe
+        // lands no change to them: its next attempt ran.
+        Prompted::Isolated => {
+            assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+            let refused = team.events_of("change_refused");
+            assert_eq!(refused.len(), 1, "{refused:?}");
+            assert!(
+                refused[0]["reasons"]
+                    .to_string()
+                    .contains("prompts/reviewer.md is troupe's (its prompts or settings"),
+                "{refused:?}"
+            );
+            assert_eq!(kept("step.md"), "STEP-ORIGINAL {description}\n");
+        }
+        // The directory is read-only to every agent, and a step given it
+        // to write is not run.
+        Prompted::Shared => {
+            assert_eq!(kept("step.md"), "STEP-ORIGINAL {description}\n");
+            assert_eq!(kept("reviewer.md"), "REVIEWER-ORIGINAL\n");
+            assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
+            let c = team.step("c");
+            assert_eq!(c["status"], "failed", "{c}");
+            assert!(
+                c.to_string().contains("which is read-only to every agent"),
+                "{c}"
+            );
+        }
+    }
+}
+
+// Fourth trial, weakness 5: with --prompts-dir in the workspace, a shared
+// worker rewrote reviewer.md and step.md, and the run's reviewers took the
+// planted text as their system prompt.
+#[test]
+fn a_worker_cannot_plant_the_prompts_of_its_run() {
+    planted_prompts(false, Prompted::Shared);
+}
+
+#[test]
+fn a_worker_cannot_plant_the_prompts_of_its_run_as_an_ordinary_user() {
+    planted_prompts(true, Prompted::Shared);
+}
+
+#[test]
+fn a_change_to_the_prompts_is_not_landed() {
+    planted_prompts(false, Prompted::Isolated);
+}
+
+#[test]
+fn prompts_are_read_once_as_the_run_starts() {
+    planted_prompts(false, Prompted::Unconfined);
+}

@@ -84,6 +84,7 @@ async fn opened(dir: &Path) -> (PathBuf, Worktrees) {
     let bounds = Bounds {
         stop: crate::signal::StopSignal::default(),
         max_file_size: None,
+        guarded: Vec::new(),
         checkouts: CheckoutKind::Layered,
     };
     let record = Worktrees::prepare(&ws, &run_dir, "run_t", &bounds.stop)
