@@ -48,13 +48,34 @@ const MASKS: &[(&str, u32, Scratch)] = &[
 /// them, and the masks open a path to a workspace there.
 const HOMES: &[&str] = &["/home", "/root"];
 
-/// The directories masked for an agent, with their modes.
-fn masks(settings: &SandboxSettings, remapped: bool) -> Vec<(&'static str, u32, Scratch)> {
+/// The directories masked for an agent, with their modes. An agent that
+/// works in a checkout has the run's workspace masked too: what the
+/// checkout leaves out (ignored files such as `.env`, the run's records,
+/// the other attempts' layers) stays out wherever the workspace lies,
+/// under a system directory the read scope opens or under `/tmp`, whose
+/// scratch rule covers all it holds.
+fn masks(
+    task: &TaskFile,
+    settings: &SandboxSettings,
+    remapped: bool,
+) -> Vec<(PathBuf, u32, Scratch)> {
     let homes = HOMES.iter().map(|home| (*home, 0o755, Scratch::No));
-    match settings.read_scope == ReadScope::All && !remapped {
-        true => MASKS.to_vec(),
-        false => MASKS.iter().copied().chain(homes).collect(),
+    let mut masks: Vec<(&str, u32, Scratch)> = MASKS.to_vec();
+    if settings.read_scope != ReadScope::All || remapped {
+        masks.extend(homes);
     }
+    let mut masks: Vec<(PathBuf, u32, Scratch)> = masks
+        .into_iter()
+        .map(|(dir, mode, kind)| (PathBuf::from(dir), mode, kind))
+        .collect();
+    masks.extend(run_workspace(task).map(|dir| (dir, 0o755, Scratch::No)));
+    masks
+}
+
+/// The run's workspace, for an agent that works in a checkout of it.
+fn run_workspace(task: &TaskFile) -> Option<PathBuf> {
+    let results = task.results.as_ref()?;
+    results.parent().map(Path::to_path_buf)
 }
 
 /// The first directory on the way to one of the agent's paths that an
@@ -63,7 +84,7 @@ fn masks(settings: &SandboxSettings, remapped: bool) -> Vec<(&'static str, u32, 
 /// dropped root's uid could not reach its workspace through it.
 pub fn closed_on_the_way(task: &TaskFile, settings: &SandboxSettings) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let masks = masks(settings, true);
+    let masks = masks(task, settings, true);
     kept(task, settings).into_iter().find_map(|path| {
         path.ancestors()
             .skip(1)
@@ -101,13 +122,15 @@ pub struct View {
     pub missing: Vec<String>,
 }
 
-/// The paths the agent keeps in its view wherever they lie.
+/// The paths the agent keeps in its view wherever they lie: the results
+/// directory only for an agent of the workspace itself (one in a
+/// checkout reads its git directories, `allow_read`, and nothing else of
+/// the run's records).
 fn kept(task: &TaskFile, settings: &SandboxSettings) -> Vec<PathBuf> {
-    let mut paths = vec![
-        task.workspace.clone(),
-        task.agent_dir.clone(),
-        task.results_dir(),
-    ];
+    let mut paths = vec![task.workspace.clone(), task.agent_dir.clone()];
+    if task.results.is_none() {
+        paths.push(task.results_dir());
+    }
     paths.extend(settings.allow_read.iter().cloned());
     if settings.allow_network {
         // A resolver's file often lives under /run (systemd-resolved).
@@ -258,10 +281,10 @@ fn mask(
     kept: &[PathBuf],
     remapped: bool,
 ) -> Result<Vec<PathBuf>, String> {
-    let masks = masks(settings, remapped);
+    let masks = masks(task, settings, remapped);
     let mut scratch = Vec::new();
     for (dir, mode, kind) in masks {
-        let dir = Path::new(dir);
+        let dir = dir.as_path();
         let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
         if !is_dir || kept.iter().any(|k| dir.starts_with(k)) {
             continue;

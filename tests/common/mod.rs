@@ -29,6 +29,12 @@ impl Sandbox {
         }
     }
 
+    /// A sandbox in `dir` (a system directory the read scope opens),
+    /// `None` where this user may not make one there.
+    pub fn inside(dir: &Path) -> Option<Self> {
+        tempfile::tempdir_in(dir).ok().map(|dir| Sandbox { dir })
+    }
+
     pub fn root(&self) -> &Path {
         self.dir.path()
     }

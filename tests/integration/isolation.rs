@@ -458,13 +458,13 @@ fn assert_contained(sandbox: &Sandbox, team: &TeamRun) {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or("").to_string())
         .collect();
-    assert!(results[0].contains("sibling-there"), "{}", results[0]);
-    // The workspace is not in the worker's view (its /tmp is its own, the
-    // results directory alone put back): a write there lands in the
-    // worker's private /tmp, or is refused where that path is root's. The
-    // sibling's checkout is in the read-only results directory.
+    // The run's workspace is not in the worker's view: an empty tmpfs
+    // holds what it works in, put back, and nothing else; a write there
+    // lands in nothing real, or is refused where that path is root's. The
+    // sibling's checkout is not there at all.
+    assert!(!results[0].contains("sibling-there"), "{}", results[0]);
     assert!(
-        results[0].contains("b/checkout-1/escaped.txt: Read-only file system"),
+        results[0].contains("b/checkout-1/escaped.txt: Directory nonexistent"),
         "{}",
         results[0]
     );

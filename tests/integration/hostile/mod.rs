@@ -16,6 +16,7 @@ mod privileges;
 mod proc_entries;
 mod repository;
 mod resume;
+mod views;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
