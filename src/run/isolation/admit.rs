@@ -3,9 +3,11 @@
 //! nothing there that could hold it up and lands nothing that reaches out.
 //!
 //! Before `git add -A`, a checkout may hold no FIFO, socket or device where
-//! git would read it (git blocks forever on a FIFO) and no file over
+//! git would read it (git blocks forever on a FIFO), no file over
 //! `--max-file-size` (a sparse file of terabytes would be hashed for
-//! hours); ignored paths are git's to skip and left alone. After, a change
+//! hours) and no nested `.git` (git would read the repository it names,
+//! wherever that lies, as copy-on-write checkouts never do); ignored
+//! paths are git's to skip and left alone. After, a change
 //! may not add a nested repository (a gitlink names a commit troupe never
 //! saw, in a directory the worker's sandbox may close), a symbolic link
 //! whose target, followed through the change's other links, leaves the
@@ -44,7 +46,7 @@ pub async fn unfit_files(
         .filter(|(path, _)| !ignored.contains(path))
         .map(|(path, why)| {
             format!(
-                "{} is {why}: troupe takes only files, directories and links of a sane size into a change",
+                "{} is {why}: troupe takes only files, directories and links of a sane size into a change, and no nested repository",
                 path.display()
             )
         })
@@ -125,7 +127,9 @@ pub(super) fn named(mut all: Vec<String>) -> Vec<String> {
 }
 
 /// The entries of `checkout` that are no file, directory or link, or a
-/// file over `max_file_size`, each with what it is.
+/// file over `max_file_size`, or a nested repository's `.git` (git would
+/// read it, and the repository a `.git` file names may lie anywhere),
+/// each with what it is.
 fn odd_entries(checkout: &Path, max_file_size: Option<u64>) -> Vec<(PathBuf, String)> {
     walkdir::WalkDir::new(checkout)
         .follow_links(false)
@@ -135,7 +139,9 @@ fn odd_entries(checkout: &Path, max_file_size: Option<u64>) -> Vec<(PathBuf, Str
         .filter_map(|entry| {
             let kind = entry.file_type();
             let rel = entry.path().strip_prefix(checkout).ok()?.to_path_buf();
-            let why = if kind.is_fifo() {
+            let why = if entry.file_name().eq_ignore_ascii_case(".git") {
+                "a .git, a nested repository's".to_string()
+            } else if kind.is_fifo() {
                 "a FIFO".to_string()
             } else if kind.is_socket() {
                 "a socket".to_string()

@@ -143,11 +143,15 @@ fn a_worktree_worker_reads_the_repository_but_not_its_config() {
 fn troupe_lands_no_link_out_no_nested_repository_and_no_configuration() {
     let sandbox = Sandbox::new();
     crate::isolation::repository(&sandbox);
-    let plant = "ln -s /etc/shadow shadow-link && mkdir sub && cd sub && git init -q && git -c user.name=w -c user.email=w@w commit -q --allow-empty -m nested && cd .. && echo 'sandbox = \"off\"' > troupe.toml";
+    let plant = "ln -s /etc/shadow shadow-link && echo 'sandbox = \"off\"' > troupe.toml";
+    // A nested repository, and one whose `.git` file names a repository
+    // outside the workspace: git reads neither, since troupe refuses them
+    // before it runs `git add`.
+    let nest = "mkfifo pipe && mkdir sub && cd sub && git init -q && git -c user.name=w -c user.email=w@w commit -q --allow-empty -m nested && cd .. && mkdir far && echo 'gitdir: /var/lib/elsewhere' > far/.git";
     let rules = vec![
         planner(json!([step("a", &[]), step("b", &[])])),
         json!({"role": "worker", "step": "a", "attempt": 1, "reply": running(&[plant])}),
-        json!({"role": "worker", "step": "a", "attempt": 2, "reply": running(&["mkfifo pipe"])}),
+        json!({"role": "worker", "step": "a", "attempt": 2, "reply": running(&[nest])}),
         json!({"role": "worker", "step": "a", "attempt": 3, "reply": running(&["echo fine > ok.txt"])}),
         worker_rule("b", running(&["echo b > b.txt"])),
         approving_reviewer(),
@@ -169,12 +173,10 @@ fn troupe_lands_no_link_out_no_nested_repository_and_no_configuration() {
     let refused = team.events_of("change_refused");
     assert_eq!(refused.len(), 2, "{refused:?}");
     let reasons = refused[0]["reasons"].to_string();
-    for named in [
-        "shadow-link is a symbolic link to /etc/shadow",
-        "sub is a nested repository",
-    ] {
-        assert!(reasons.contains(named), "{named} in {reasons}");
-    }
+    assert!(
+        reasons.contains("shadow-link is a symbolic link to /etc/shadow"),
+        "{reasons}"
+    );
     // The worker's troupe.toml never reached the change: troupe set it
     // aside as the worker ended.
     let aside = team.dir.join("a/worker-1/.subagent/planted/0-troupe.toml");
@@ -183,14 +185,20 @@ fn troupe_lands_no_link_out_no_nested_repository_and_no_configuration() {
         "sandbox = \"off\"\n"
     );
     let record = team.record();
-    let second = &record["steps"][0]["attempts"][1]["change"]["refused"];
-    assert!(second.to_string().contains("pipe is a FIFO"), "{second}");
+    let second = record["steps"][0]["attempts"][1]["change"]["refused"].to_string();
+    for named in [
+        "pipe is a FIFO",
+        "sub/.git is a .git, a nested repository's",
+        "far/.git is a .git, a nested repository's",
+    ] {
+        assert!(second.contains(named), "{named} in {second}");
+    }
     let brief = std::fs::read_to_string(team.dir.join("a/review-1/.subagent/task.json")).unwrap();
     assert!(
         brief.contains("troupe will not land this change"),
         "the reviewer was told"
     );
-    for absent in ["shadow-link", "troupe.toml", "sub", "pipe"] {
+    for absent in ["shadow-link", "troupe.toml", "sub", "far", "pipe"] {
         assert_eq!(
             crate::isolation::on_branch(&team, absent),
             None,
