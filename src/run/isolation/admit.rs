@@ -15,7 +15,7 @@
 //! `links`), or troupe's own configuration (`troupe.toml`,
 //! `.troupe/`). Each refusal is a sentence naming the path.
 
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::git::{Git, GitError, Place};
@@ -116,6 +116,28 @@ pub async fn refusals(
     Ok(named(refused))
 }
 
+/// Below this size a file's holes cost nothing to read.
+const SPARSE_FROM: u64 = 1 << 20;
+
+/// What a sparse file is called in a refusal, or `None` for a file read
+/// as it is stored: one with holes costs troupe its whole size in hashing
+/// (four files of 1 GiB held a run for half a minute) and the disk
+/// nothing, so no worker has a reason to make one.
+pub(super) fn sparse(path: &Path, size: u64) -> Option<String> {
+    use std::os::fd::AsFd;
+    if size < SPARSE_FROM {
+        return None;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let hole = nix::unistd::lseek(file.as_fd(), 0, nix::unistd::Whence::SeekHole).ok()?;
+    (u64::try_from(hole).ok()? < size)
+        .then(|| format!("a sparse file of {size} bytes (a hole at byte {hole})"))
+}
+
 /// At most `NAMED` sentences, and how many more there were.
 pub(super) fn named(mut all: Vec<String>) -> Vec<String> {
     if all.len() > NAMED {
@@ -151,7 +173,7 @@ fn odd_entries(checkout: &Path, max_file_size: Option<u64>) -> Vec<(PathBuf, Str
                 let size = entry.metadata().ok().filter(|m| m.is_file())?.len();
                 match max_file_size.filter(|max| size > *max) {
                     Some(max) => format!("{size} bytes, more than --max-file-size {max}"),
-                    None => return None,
+                    None => sparse(entry.path(), size)?,
                 }
             };
             Some((rel, why))

@@ -395,6 +395,9 @@ fn read_entry(
             "is {size} bytes, more than --max-file-size {max}: {TAKES}"
         )));
     }
+    if let Some(sparse) = super::admit::sparse(path, size) {
+        return Ok(Entry::Refused(format!("is {sparse}: {TAKES}")));
+    }
     let mode = match meta.mode() & 0o100 {
         0 => "100644",
         _ => "100755",

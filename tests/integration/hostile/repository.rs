@@ -566,3 +566,45 @@ fn a_kept_checkout_links_to_troupe_s_git_directory() {
     let own = team.dir.join("a/checkout-1.git");
     assert_eq!(link, format!("gitdir: {}\n", own.display()));
 }
+
+/// A worker that leaves four sparse files of 1 GiB, then one that does
+/// not; in copy-on-write checkouts (sandboxed) or full ones.
+fn sparse_files_refused(sandbox_off: bool) {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": running(&["truncate -s 1G big1 big2 big3 big4"])}),
+        worker_rule("a", running(&["echo fine > ok.txt"])),
+        approving_reviewer(),
+    ];
+    let mut extra = vec!["--isolation", "worktree", "--deadline", "120"];
+    if sandbox_off {
+        extra.extend(["--sandbox", "off"]);
+    }
+    let team = finish_team_run(&sandbox, team_command(&sandbox, rules, &extra));
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    let refused = team.events_of("change_refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let reasons = refused[0]["reasons"].to_string();
+    for big in ["big1", "big4"] {
+        assert!(
+            reasons.contains(&format!("{big} is a sparse file of 1073741824 bytes")),
+            "{reasons}"
+        );
+    }
+    assert_eq!(crate::isolation::on_branch(&team, "big1"), None);
+    assert!(crate::isolation::on_branch(&team, "ok.txt").is_some());
+}
+
+// Fourth trial, weakness 3: four sparse files of 1 GiB cost 24-33 s of
+// hashing before anything could refuse them, past the run's deadline.
+#[test]
+fn sparse_files_are_refused_before_troupe_reads_them() {
+    sparse_files_refused(false);
+}
+
+#[test]
+fn sparse_files_are_refused_before_git_reads_them_in_a_full_checkout() {
+    sparse_files_refused(true);
+}
