@@ -11,7 +11,7 @@ use super::UsageError;
 use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
-use crate::record::{RunRecord, RunStatus};
+use crate::record::{RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::telemetry::Span;
 use crate::text::count;
@@ -123,14 +123,7 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
     let removed = crate::run::isolation::clean(&dir)?;
     // The attempts whose change never landed: what they wrote into the
     // repository is nothing's but theirs.
-    let unlanded: Vec<String> = record
-        .steps
-        .iter()
-        .flat_map(|step| &step.attempts)
-        .filter_map(|attempt| attempt.change.as_ref())
-        .filter(|change| change.merge.is_none())
-        .filter_map(|change| change.commit.clone())
-        .collect();
+    let unlanded = unlanded(&record, |_| true);
     let pruned = crate::run::isolation::prune(&isolation, &unlanded).await?;
     crate::say!(
         "removed {} of run {}; {} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",
@@ -144,6 +137,51 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
         isolation.branch
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The commits of the attempts of `record`'s steps `of` selects whose
+/// change never landed.
+fn unlanded(record: &RunRecord, of: impl Fn(&StepRecord) -> bool) -> Vec<String> {
+    record
+        .steps
+        .iter()
+        .filter(|step| of(step))
+        .flat_map(|step| &step.attempts)
+        .filter_map(|attempt| attempt.change.as_ref())
+        .filter(|change| change.merge.is_none())
+        .filter_map(|change| change.commit.clone())
+        .collect()
+}
+
+/// What only a completed step's rejected attempts wrote, removed from the
+/// user's repository as the run ends rather than at `troupe clean`: no
+/// attempt will continue on them. Left while another run of the
+/// workspace is running, which may have written one of those objects
+/// too and build on it; a failed step's stay for a resume to continue on.
+async fn prune_rejected(run_dir: &Path, record: &RunRecord, isolation: &IsolationRecord) {
+    let rejected = unlanded(record, |step| step.status == StepStatus::Completed);
+    if rejected.is_empty() {
+        return;
+    }
+    let others_running = run_dir
+        .parent()
+        .and_then(|results| std::fs::read_dir(results).ok());
+    let others_running = others_running.into_iter().flatten().flatten().any(|entry| {
+        let path = entry.path();
+        path != run_dir
+            && entry.file_name().to_string_lossy().starts_with("run_")
+            && crate::fsutil::dir_lock::probe(&path).unwrap_or(true)
+    });
+    if others_running {
+        return;
+    }
+    if let Err(e) = crate::run::isolation::prune(isolation, &rejected).await {
+        crate::tell!(
+            "troupe: what the rejected attempts wrote stays in {} ({e}); troupe clean {} removes it",
+            isolation.git_dir.display(),
+            record.run_id
+        );
+    }
 }
 
 /// `troupe clean --branches`: every `troupe/run_*` branch of the
@@ -300,6 +338,7 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8, run: &
             isolation.git_dir.display()
         ),
     }
+    prune_rejected(run_dir, &record, &isolation).await;
     let kept: Vec<String> = crate::run::isolation::kept_checkouts(run_dir)
         .iter()
         .filter_map(|dir| dir.strip_prefix(run_dir).ok())

@@ -873,7 +873,11 @@ pub async fn prune(record: &IsolationRecord, commits: &[String]) -> Result<Prune
     }
     let git = Git::new(record.git_dir.clone());
     let here = Place::default();
-    let mut args = vec!["rev-list".to_string(), "--objects".to_string()];
+    // Those pruned already (a completed step's, as its run ended) are
+    // no more.
+    let mut args = ["rev-list", "--objects", "--ignore-missing"]
+        .map(String::from)
+        .to_vec();
     args.extend(commits.iter().cloned());
     args.extend(["--not", "--all", "--reflog", "--indexed-objects"].map(String::from));
     let unreached = git.run(&here, &args).await?;
