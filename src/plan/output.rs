@@ -3,6 +3,8 @@
 //! result when the worker reports it: by the parent, which believes only
 //! what it can check. No schema reaches out for a remote `$ref`.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 /// The most validation errors said back to a worker at once.
@@ -11,6 +13,15 @@ const ERRORS_SAID: usize = 10;
 /// The largest result troupe takes, as JSON: a dependent's brief and the
 /// run's record carry it whole.
 pub const MAX_RESULT: usize = 256 * 1024;
+
+/// `result` as the run's record keeps it: one over `MAX_RESULT` is
+/// refused, and stays in its agent's own `result.json` alone, not twice
+/// more in `run.json`.
+pub fn recorded(result: Option<&Value>) -> Option<Value> {
+    result
+        .filter(|r| serde_json::to_string(r).is_ok_and(|text| text.len() <= MAX_RESULT))
+        .cloned()
+}
 
 /// Why `schema` is not a JSON Schema troupe can check results against.
 pub fn schema_error(schema: &Value) -> Option<String> {
@@ -76,6 +87,31 @@ pub fn result_errors(schema: &Value, result: Option<&Value>) -> Vec<String> {
         .collect()
 }
 
+/// How long troupe spends checking one result before it gives up on it.
+pub const CHECK_BUDGET: Duration = Duration::from_secs(2);
+
+/// `result_errors`, worked out off the run's thread and given up after
+/// `budget`: a schema's patterns, bounded one string at a time, can still
+/// add up over thousands of strings, and the run's other steps (and its
+/// deadline) wait for nothing of it. The check given up on goes on in the
+/// background until its bound ends it; the result is refused.
+pub async fn result_errors_within(
+    schema: &Value,
+    result: Option<&Value>,
+    budget: Duration,
+) -> Vec<String> {
+    let (schema, result) = (schema.clone(), result.cloned());
+    let check = tokio::task::spawn_blocking(move || result_errors(&schema, result.as_ref()));
+    match tokio::time::timeout(budget, check).await {
+        Ok(Ok(errors)) => errors,
+        Ok(Err(e)) => vec![format!("troupe could not check the result: {e}")],
+        Err(_) => vec![format!(
+            "troupe gave up checking the result against the step's output_schema after {} s; return a smaller result, with fewer and shorter strings",
+            budget.as_secs_f64()
+        )],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +131,18 @@ mod tests {
         // One the linear engine takes is linear.
         let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^(a+)+$"}});
         assert!(!result_errors(&schema, Some(&json!(strings))).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_check_past_its_budget_is_given_up_off_the_run_s_thread() {
+        let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^(a+)+\\1$"}});
+        let strings: Vec<String> = (0..3000).map(|_| format!("{}c", "a".repeat(40))).collect();
+        let errors =
+            result_errors_within(&schema, Some(&json!(strings)), Duration::from_millis(1)).await;
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("troupe gave up checking"), "{errors:?}");
+        let fine = result_errors_within(&schema, Some(&json!([])), CHECK_BUDGET).await;
+        assert!(fine.is_empty(), "{fine:?}");
     }
 
     #[test]

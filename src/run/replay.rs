@@ -134,7 +134,7 @@ fn record_of(result: AgentResult) -> AgentRecord {
         stats: result.stats,
         success_claimed: result.success,
         timings: result.timings,
-        result: result.result,
+        result: crate::plan::output::recorded(result.result.as_ref()),
         ..AgentRecord::running(result.deliverables_dir)
     }
 }

@@ -322,7 +322,12 @@ impl Step<'_> {
             })));
         }
         if let Some(schema) = &self.start.step.output_schema {
-            let errors = crate::plan::output::result_errors(schema, worker.result.as_ref());
+            let errors = crate::plan::output::result_errors_within(
+                schema,
+                worker.result.as_ref(),
+                crate::plan::output::CHECK_BUDGET,
+            )
+            .await;
             if !errors.is_empty() {
                 self.send(StepEvent::ResultInvalid {
                     attempt,
@@ -472,7 +477,10 @@ impl Step<'_> {
         // A worker that started has an end to record, even one troupe
         // could not run to it.
         let record = match &worker {
-            Ok(record) => Some(record.clone()),
+            Ok(record) => Some(AgentRecord {
+                result: crate::plan::output::recorded(record.result.as_ref()),
+                ..record.clone()
+            }),
             Err(e @ StartError::Spawn(_)) => Some(AgentRecord::not_run(self.ctx.show(&dir), e)),
             Err(_) => None,
         };

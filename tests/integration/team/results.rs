@@ -227,4 +227,50 @@ fn a_result_over_the_cap_goes_back_and_never_reaches_the_dependent() {
         "the bulky result reached the dependent"
     );
     assert!(team.record()["steps"][0]["result"]["urls"] == json!(["https://example.org/a"]));
+    // Nor run.json, which carried the 8 MB twice: the refused result is
+    // the worker's own result.json's, not the record's.
+    let first = &team.record()["steps"][0]["attempts"][0]["worker"];
+    assert!(first["result"].is_null(), "{}", first["result"]);
+    let size = std::fs::metadata(team.dir.join("run.json")).unwrap().len();
+    assert!(size < 64 * 1024, "run.json is {size} bytes");
+}
+
+// Fourth trial, weakness 3: a Planner-written pattern that backtracks,
+// checked over a result of 300 strings, held the run's thread for 13-15 s:
+// `--deadline 4` fired at 15 s and stopped a healthy parallel step with
+// it. Twice the strings here; the deadline is far beyond what the run
+// needs when the check is bounded, and well below what it took unbounded.
+#[test]
+fn a_backtracking_output_schema_holds_up_neither_the_run_nor_a_parallel_step() {
+    let sandbox = Sandbox::new();
+    let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^(a+)+\\1$"}});
+    let steps = json!([
+        {"id": "extract", "description": "list them", "type": "ANALYSIS", "dependencies": [], "output_schema": schema},
+        {"id": "other", "description": "healthy", "type": "FILE_WRITE", "dependencies": []}
+    ]);
+    let slow: Vec<String> = (0..600).map(|_| format!("{}c", "a".repeat(40))).collect();
+    let rules = vec![
+        planner(steps),
+        json!({"role": "worker", "step": "extract", "attempt": 1, "reply": [finish_with(json!(slow))]}),
+        json!({"role": "worker", "step": "extract", "attempt": 2, "reply": [finish_with(json!(["aa"]))]}),
+        worker_rule("other", worker_writes("other", 1000)),
+        approving_reviewer(),
+    ];
+    let team = team_run(
+        &sandbox,
+        rules,
+        &[
+            "--max-replans",
+            "0",
+            "--max-parallel",
+            "2",
+            "--deadline",
+            "20",
+        ],
+    );
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let invalid = team.events_of("result_invalid");
+    assert_eq!(invalid.len(), 1, "{invalid:?}");
+    assert_eq!(team.step("other")["status"], "completed");
+    assert_eq!(team.record()["steps"][0]["result"], json!(["aa"]));
 }
