@@ -335,6 +335,9 @@ fn a_file_added_in_a_directory_moved_meanwhile_is_a_conflict_git_names() {
     assert_eq!(on_branch(&team, "e/new.txt").as_deref(), Some("new\n"));
     assert_eq!(on_branch(&team, "d/new.txt"), None);
     assert_eq!(on_branch(&team, "e/x.txt").as_deref(), Some(NINE));
+    // The conflicted attempt's blob is the landed one's too: the prune as
+    // the run ended kept it (it once went, with the branch broken).
+    git(&ws, &["fsck", "--no-dangling"]);
 }
 
 #[test]

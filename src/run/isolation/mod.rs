@@ -864,8 +864,10 @@ pub struct Pruned {
 /// run's unlanded attempts (`commits`) hold: what a rejected attempt wrote
 /// (its blobs, trees and commit) stays in the repository's `objects/`
 /// otherwise, a 300 MB attempt as 300 MB, until git's own prune two weeks
-/// later. An object any ref, reflog or the index still reaches is kept, and
-/// so is a packed one; troupe's own repository (`private`) is left alone.
+/// later. An object any ref, reflog or the index still reaches is kept (a
+/// walk of every object they reach, done only when there are candidates),
+/// and so is a packed one; troupe's own repository (`private`) is left
+/// alone.
 pub async fn prune(record: &IsolationRecord, commits: &[String]) -> Result<Pruned, GitError> {
     let mut pruned = Pruned::default();
     if record.private || commits.is_empty() {
@@ -880,7 +882,35 @@ pub async fn prune(record: &IsolationRecord, commits: &[String]) -> Result<Prune
         .to_vec();
     args.extend(commits.iter().cloned());
     args.extend(["--not", "--all", "--reflog", "--indexed-objects"].map(String::from));
-    let unreached = git.run(&here, &args).await?;
+    let candidates = git.run(&here, &args).await?;
+    let candidates: std::collections::HashSet<&str> = candidates
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    if candidates.is_empty() {
+        return Ok(pruned);
+    }
+    // `--not` excludes only what the boundary's trees hold: a blob a
+    // landed attempt wrote again (the same text under another path) is
+    // listed above all the same. Only what no ref reaches at all goes.
+    let reached = git
+        .run(
+            &here,
+            [
+                "rev-list",
+                "--objects",
+                "--all",
+                "--reflog",
+                "--indexed-objects",
+            ],
+        )
+        .await?;
+    let mut unreached = candidates;
+    for line in reached.lines() {
+        if let Some(id) = line.split_whitespace().next() {
+            unreached.remove(id);
+        }
+    }
     let common = git
         .run(
             &here,
@@ -888,10 +918,7 @@ pub async fn prune(record: &IsolationRecord, commits: &[String]) -> Result<Prune
         )
         .await?;
     let objects = PathBuf::from(common.trim()).join("objects");
-    for id in unreached
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-    {
+    for id in unreached {
         if id.len() < 3 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
         }
