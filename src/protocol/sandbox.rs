@@ -187,6 +187,9 @@ pub struct LimitsReport {
     /// `rlimit`: resource limits bound each process (memory) or the
     /// agent's user namespace (processes).
     pub by: LimitKind,
+    /// What the memory bound counts, and what it does not, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub counts: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -237,11 +237,23 @@ pub fn first_to_go() -> Result<(), String> {
     written.map_err(|e| format!("cannot raise oom_score_adj: {e}"))
 }
 
+/// What a memory bound by control group counts.
+const COUNTED_BY_CGROUP: &str = "all the agent's memory together: every process's, its files in /tmp, /var/tmp and /dev/shm, shared mappings and memfd";
+
+/// What a memory bound by resource limits counts, and what it does not.
+const COUNTED_BY_RLIMIT: &str = "each process's private memory (RLIMIT_DATA), and the files in /tmp, /var/tmp and /dev/shm together (one tmpfs of that size); not the sum over the agent's processes, nor shared mappings or memfd (each file within --max-file-size): run troupe in a delegated control group to bound those";
+
 /// What the report says of the limits.
 pub fn report(memory: Option<u64>, processes: Option<u64>, by: LimitKind) -> Option<LimitsReport> {
-    (memory.is_some() || processes.is_some()).then_some(LimitsReport {
+    let counts = match (memory, by) {
+        (None, _) => "",
+        (Some(_), LimitKind::Cgroup) => COUNTED_BY_CGROUP,
+        (Some(_), LimitKind::Rlimit) => COUNTED_BY_RLIMIT,
+    };
+    (memory.is_some() || processes.is_some()).then(|| LimitsReport {
         memory,
         processes,
         by,
+        counts: counts.to_string(),
     })
 }

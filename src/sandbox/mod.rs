@@ -43,6 +43,7 @@ mod privileges;
 mod probe;
 mod process_tree;
 mod rules;
+mod scratch;
 mod seccomp;
 mod view;
 

@@ -6,8 +6,9 @@
 //!   unless the read scope is `all`) replaced by empty tmpfs, so no Unix
 //!   socket of another program can be reached by its path, and the
 //!   agent's own directories (workspace, results, `--allow-read`)
-//!   put back where they were; `/tmp` and `/dev/shm` are the agent's
-//!   private scratch space, bounded by its memory limit;
+//!   put back where they were; `/tmp`, `/var/tmp` and `/dev/shm` are
+//!   the agent's private scratch space, one tmpfs bounded by its memory
+//!   limit (`scratch`);
 //! - a `/dev` of its own with the usual safe nodes only (`null`, `zero`,
 //!   `full`, `random`, `urandom`, `tty`, a `pts` of its own);
 //! - the results directory read-only but for the worker's own directory,
@@ -31,6 +32,7 @@ use nix::mount::MsFlags;
 
 use super::idmap::IdMap;
 use super::mounts;
+use super::scratch::ScratchSpace;
 use crate::protocol::{AgentRole, ReadScope, SandboxSettings, TaskFile};
 
 /// Where other programs keep what the agent must not reach, and the mode
@@ -48,12 +50,18 @@ const MASKS: &[(&str, u32, Scratch)] = &[
 /// them, and the masks open a path to a workspace there.
 const HOMES: &[&str] = &["/home", "/root"];
 
-/// The directories masked for an agent, with their modes. An agent that
-/// works in a checkout has the run's workspace masked too: what the
-/// checkout leaves out (ignored files such as `.env`, the run's records,
-/// the other attempts' layers) stays out wherever the workspace lies,
-/// under a system directory the read scope opens or under `/tmp`, whose
-/// scratch rule covers all it holds.
+/// The directories masked for an agent, with their modes. Unless the read
+/// scope is `all`, every directory at the top of the host's tree that is
+/// neither a system directory of the `system` scope nor masked already
+/// (`/srv`, `/mnt`, `/media`, `/data`, ...) is an empty tmpfs: what lies
+/// there (another program's Unix socket, which no Landlock rule keeps an
+/// agent from connecting to) is simply not in the view, but for the
+/// agent's own paths put back. An agent that works in a checkout has the
+/// run's workspace masked too: what the checkout leaves out (ignored
+/// files such as `.env`, the run's records, the other attempts' layers)
+/// stays out wherever the workspace lies, under a system directory the
+/// read scope opens or under `/tmp`, whose scratch rule covers all it
+/// holds.
 fn masks(
     task: &TaskFile,
     settings: &SandboxSettings,
@@ -68,8 +76,38 @@ fn masks(
         .into_iter()
         .map(|(dir, mode, kind)| (PathBuf::from(dir), mode, kind))
         .collect();
+    if settings.read_scope != ReadScope::All {
+        masks.extend(
+            foreign_tops()
+                .into_iter()
+                .map(|dir| (dir, 0o755, Scratch::No)),
+        );
+    }
     masks.extend(run_workspace(task).map(|dir| (dir, 0o755, Scratch::No)));
     masks
+}
+
+/// The directories at the top of the host's tree that no read scope but
+/// `all` opens and no other mask covers (a link there, such as `/lib`
+/// on a merged `/usr`, is left alone: it leads into `/usr`).
+fn foreign_tops() -> Vec<PathBuf> {
+    let known = |name: &std::ffi::OsStr| {
+        let path = Path::new("/").join(name);
+        super::in_system_dirs(&path)
+            || MASKS.iter().any(|(mask, _, _)| Path::new(mask) == path)
+            || HOMES.iter().any(|home| Path::new(home) == path)
+    };
+    let Ok(entries) = std::fs::read_dir("/") else {
+        return Vec::new();
+    };
+    let mut tops: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter(|entry| !known(&entry.file_name()))
+        .map(|entry| entry.path())
+        .collect();
+    tops.sort();
+    tops
 }
 
 /// The run's workspace, for an agent that works in a checkout of it.
@@ -214,14 +252,23 @@ pub fn build(
     let journal = crate::fsutil::nofollow::open_dir(&task.subagent_dir())
         .map_err(|e| format!("cannot open {}: {e}", task.subagent_dir().display()))?;
     let kept = kept(task, settings);
-    let (mut scratch, sockets_masked) = match mask(task, settings, &kept, remapped) {
+    let mut space = match ScratchSpace::make(settings.max_memory) {
+        Ok(space) => Some(space),
+        Err(why) => {
+            missing.push(format!(
+                "/tmp, /var/tmp and /dev/shm are each bounded by --max-memory, not together ({why})"
+            ));
+            None
+        }
+    };
+    let (mut scratch, sockets_masked) = match mask(task, settings, &kept, remapped, &mut space) {
         Ok(scratch) => (scratch, true),
         Err(why) => {
             missing.push(format!("the host's sockets stay reachable ({why})"));
             (Vec::new(), false)
         }
     };
-    match own_dev(task, settings.max_memory, &kept) {
+    match own_dev(task, settings.max_memory, &kept, &mut space) {
         Ok(()) => scratch.push(PathBuf::from("/dev/shm")),
         Err(why) => missing.push(format!("/dev is the host's ({why})")),
     }
@@ -280,6 +327,7 @@ fn mask(
     settings: &SandboxSettings,
     kept: &[PathBuf],
     remapped: bool,
+    space: &mut Option<ScratchSpace>,
 ) -> Result<Vec<PathBuf>, String> {
     let masks = masks(task, settings, remapped);
     let mut scratch = Vec::new();
@@ -294,10 +342,10 @@ fn mask(
             .filter(|k| k.starts_with(dir))
             .map(|k| mounts::open_path(k).map(|fd| (k, fd)))
             .collect::<Result<_, _>>()?;
-        let size = (kind == Scratch::Yes)
-            .then_some(settings.max_memory)
-            .flatten();
-        mounts::tmpfs(dir, mode, size)?;
+        match kind {
+            Scratch::Yes => scratch_at(space, dir, settings.max_memory)?,
+            Scratch::No => mounts::tmpfs(dir, mode, None)?,
+        }
         // A mask whose paths could not all be put back would hide the
         // workspace itself: it goes again.
         if let Err(why) = put_back(task, &inside, dir, kind) {
@@ -363,10 +411,28 @@ fn make_mount_point(path: &Path, mask: &Path, source: Option<&OwnedFd>) -> Resul
     Ok(())
 }
 
+/// The agent's scratch space at `dir`: its share of the one scratch
+/// tmpfs, or where that could not be made a tmpfs of its own.
+fn scratch_at(
+    space: &mut Option<ScratchSpace>,
+    dir: &Path,
+    size: Option<u64>,
+) -> Result<(), String> {
+    match space {
+        Some(space) => space.attach(dir),
+        None => mounts::tmpfs(dir, 0o1777, size),
+    }
+}
+
 /// A `/dev` of the agent's own: a tmpfs with the safe nodes bound in from
 /// the host's, a `pts` instance and a `shm` of its own, and the kept paths
 /// that were under `/dev` (a workspace in `/dev/shm`) put back.
-fn own_dev(task: &TaskFile, max_memory: Option<u64>, kept: &[PathBuf]) -> Result<(), String> {
+fn own_dev(
+    task: &TaskFile,
+    max_memory: Option<u64>,
+    kept: &[PathBuf],
+    space: &mut Option<ScratchSpace>,
+) -> Result<(), String> {
     let dev = Path::new("/dev");
     let nodes: Vec<(PathBuf, OwnedFd)> = DEVICES
         .iter()
@@ -382,7 +448,7 @@ fn own_dev(task: &TaskFile, max_memory: Option<u64>, kept: &[PathBuf]) -> Result
     mounts::tmpfs(dev, 0o755, Some(1 << 20))?;
     // Half a /dev (no /dev/null) would break every command: the host's
     // stays unless the whole of this one is made.
-    let made = fill_dev(task, dev, &nodes, &inside, max_memory);
+    let made = fill_dev(task, dev, &nodes, &inside, max_memory, space);
     if made.is_err() {
         mounts::unmount(dev);
     }
@@ -395,6 +461,7 @@ fn fill_dev(
     nodes: &[(PathBuf, OwnedFd)],
     inside: &[(&PathBuf, OwnedFd)],
     max_memory: Option<u64>,
+    space: &mut Option<ScratchSpace>,
 ) -> Result<(), String> {
     for (path, fd) in nodes {
         make_mount_point(path, dev, Some(fd))?;
@@ -410,7 +477,7 @@ fn fill_dev(
     )?;
     let shm = dev.join("shm");
     make_mount_point(&shm, dev, None)?;
-    mounts::tmpfs(&shm, 0o1777, max_memory)?;
+    scratch_at(space, &shm, max_memory)?;
     let links = [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),

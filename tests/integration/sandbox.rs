@@ -320,7 +320,13 @@ fn reads_stay_in_the_read_scope() {
     ];
 
     let system = reads_under(&sandbox, &[], &commands);
-    assert!(system[0].contains("Permission denied"), "{}", system[0]);
+    // Denied by Landlock, or not in the view at all (the target directory
+    // lies in a top-level directory no read scope but `all` opens).
+    assert!(
+        system[0].contains("Permission denied") || system[0].contains("No such file"),
+        "{}",
+        system[0]
+    );
     assert!(system[1].contains("workspace file"), "{}", system[1]);
     assert!(system[2].contains("root:"), "{}", system[2]);
     assert!(system[3].contains("No such file"), "{}", system[3]);

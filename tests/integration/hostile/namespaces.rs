@@ -389,6 +389,38 @@ fn an_agent_is_bounded_and_told_which_bound_it_hit_as_an_ordinary_user() {
     bounds(true);
 }
 
+// Fourth trial, weakness 4: with --max-memory 128M an ordinary user's
+// command held 800 MB, part of it in /tmp, /var/tmp and /dev/shm, each a
+// tmpfs of 128M of its own. They are one now, sized once. (As root the
+// agent's control group counts those pages with the rest; this is the
+// bound where none can be had.)
+#[test]
+fn the_scratch_places_share_one_bound_as_an_ordinary_user() {
+    if !crate::common::full_sandbox("scratch") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let fill = "for d in /tmp /var/tmp /dev/shm; do dd if=/dev/zero of=$d/fill bs=1M count=50 2>&1 | grep -E 'copied|No space'; done; df -k /tmp /var/tmp /dev/shm";
+    let out = attack(&sandbox, &[fill], &["--max-memory", "128M"], true);
+    assert!(out[0].contains("No space left on device"), "{}", out[0]);
+    assert_eq!(out[0].matches("52428800 bytes").count(), 2, "{}", out[0]);
+    // The record says what the bound counted, and what it did not.
+    let limits = &crate::common::read_json(&sandbox.agent_dir(1).join(".subagent/result.json"))["stats"]
+        ["sandbox"]["limits"];
+    let counts = limits["counts"].as_str().unwrap_or_default();
+    match limits["by"].as_str() {
+        Some("rlimit") => assert!(
+            counts.contains("not the sum over the agent's processes"),
+            "{limits}"
+        ),
+        _ => assert!(
+            counts.contains("all the agent's memory together"),
+            "{limits}"
+        ),
+    }
+}
+
 #[test]
 fn the_probe_reports_every_layer() {
     let probe = |as_nobody: bool| {

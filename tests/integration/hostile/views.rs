@@ -112,3 +112,45 @@ fn a_checkout_s_worker_sees_nothing_else_of_a_workspace_under_a_system_directory
         run_workspace_out_of_view(sandbox, true);
     }
 }
+
+// Fourth trial, weakness 5: a pathname Unix socket outside the masked
+// directories was reachable (Landlock does not govern `connect`). Every
+// top-level directory no read scope but `all` opens is now empty in the
+// view. A directory at the top of the tree only root can make.
+#[test]
+fn a_socket_in_a_top_level_directory_is_out_of_view() {
+    if !super::is_root() || !crate::common::full_sandbox("top-level socket") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let top = tempfile::Builder::new()
+        .prefix("troupe-top-")
+        .tempdir_in("/")
+        .unwrap();
+    let path = top.path().join("s.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    // Open to every user, as a service's socket meant for all is.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let reach = format!(
+        "ls {top}; (printf x | nc -U {sock} || python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); print('connected')\") 2>&1",
+        top = top.path().display(),
+        sock = path.display()
+    );
+    let model =
+        sandbox.script(json!({"rules": [{"role": "worker", "reply": super::running(&[&reach])}]}));
+    let out = crate::common::run(crate::common::spawn_command(&sandbox, 1, "reach", &model));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let said = outputs(&sandbox.transcript(1)).join("\n");
+    assert!(
+        !said.contains("connected") && !said.contains("s.sock"),
+        "{said}"
+    );
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the agent reached the socket"
+    );
+}
