@@ -132,6 +132,14 @@ impl ProcessRunner {
             narrow(&mut task, powers);
         }
         crate::supervisor::spawn::guard(&mut task);
+        if task.sandbox.overlay.is_none() {
+            // Made here, as the agent's id-mapped view could not make them
+            // as root, and only when every path passed the checks its
+            // sandbox makes (no link on the way, nothing read-only): a step
+            // refused for one leaves nothing made in the user's tree. One
+            // refused is the agent's to say, as it does not start.
+            let _ = crate::sandbox::open_write_paths(&task);
+        }
         let span = crate::telemetry::Span::under(
             request.trace,
             format!("invoke_agent {}", request.role.as_str()),
@@ -160,14 +168,13 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
             .retain(|tool| servers.contains(&tool.server));
     }
     if let Some(write) = &powers.write {
-        // Made here, where the agent's id maps and overlay do not stand in
-        // the way: in the attempt's upper layer, or the workspace itself.
-        let base = match task.sandbox.overlay.as_ref().and_then(|o| o.upper.as_ref()) {
-            Some(upper) => upper.dir.clone(),
-            None => task.workspace.clone(),
-        };
-        for path in write {
-            make_dirs(&base, path);
+        // A copy-on-write checkout's are made here, in the attempt's upper
+        // layer, where the agent's id maps and overlay do not stand in the
+        // way; a shared workspace's once the task is guarded (`spawn`).
+        if let Some(upper) = task.sandbox.overlay.as_ref().and_then(|o| o.upper.as_ref()) {
+            for path in write {
+                make_dirs(&upper.dir, path);
+            }
         }
         let workspace = task.workspace.clone();
         task.sandbox.write = Some(write.iter().map(|p| workspace.join(p)).collect());

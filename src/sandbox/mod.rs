@@ -118,7 +118,9 @@ const THROUGH_A_LINK: &str =
 /// would carry the mount or Landlock rule out of the workspace. The view
 /// binds these descriptors, not the paths, so a path swapped meanwhile
 /// cannot take the bind elsewhere. A file that is there stays a file.
-pub(super) fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
+/// Every path is checked before any missing one is made: a step refused
+/// for one path leaves nothing made for the others.
+pub fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)>, SandboxError> {
     use crate::fsutil::nofollow;
     use nix::fcntl::OFlag;
     use nix::sys::stat::{Mode, SFlag};
@@ -132,41 +134,56 @@ pub(super) fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)
     let root =
         nofollow::open_dir(&task.workspace).map_err(|e| refused(&task.workspace, e.to_string()))?;
     let open = |rel: &Path| nofollow::open_beneath(root.as_fd(), rel, OFlag::O_PATH, Mode::empty());
-    write
-        .iter()
-        .map(|path| {
-            let rel = path
-                .strip_prefix(&task.workspace)
-                .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
-            if let Some(held) = task.sandbox.read_only.iter().find(|ro| path.starts_with(ro)) {
-                return Err(refused(
-                    path,
-                    format!(
-                        "it lies in {}, which is read-only to every agent (the repository, or troupe's configuration or prompts)",
-                        held.display()
-                    ),
-                ));
-            }
-            let fd = match open(rel) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    nofollow::create_dirs_beneath(root.as_fd(), rel).and_then(|_| open(rel))
-                }
-                opened => opened,
-            }
-            .map_err(|e| match nofollow::is_refusal(&e) {
-                true => refused(path, THROUGH_A_LINK.to_string()),
-                false => refused(path, e.to_string()),
-            })?;
-            let kind = nix::sys::stat::fstat(fd.as_fd())
-                .map(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT)
-                .map_err(|e| refused(path, e.to_string()))?;
-            match kind {
-                SFlag::S_IFDIR | SFlag::S_IFREG => Ok((path.clone(), fd)),
-                SFlag::S_IFLNK => Err(refused(path, THROUGH_A_LINK.to_string())),
-                _ => Err(refused(
-                    path,
-                    "it is neither a directory nor a file".to_string(),
-                )),
+    let opened = |path: &Path, fd: std::io::Result<OwnedFd>| {
+        let fd = fd.map_err(|e| match nofollow::is_refusal(&e) {
+            true => refused(path, THROUGH_A_LINK.to_string()),
+            false => refused(path, e.to_string()),
+        })?;
+        let kind = nix::sys::stat::fstat(fd.as_fd())
+            .map(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT)
+            .map_err(|e| refused(path, e.to_string()))?;
+        match kind {
+            SFlag::S_IFDIR | SFlag::S_IFREG => Ok(fd),
+            SFlag::S_IFLNK => Err(refused(path, THROUGH_A_LINK.to_string())),
+            _ => Err(refused(
+                path,
+                "it is neither a directory nor a file".to_string(),
+            )),
+        }
+    };
+    // Checked, each either open or missing.
+    let mut found: Vec<(&PathBuf, &Path, Option<OwnedFd>)> = Vec::new();
+    for path in write {
+        let rel = path
+            .strip_prefix(&task.workspace)
+            .map_err(|_| refused(path, "it is not inside the workspace".to_string()))?;
+        if let Some(held) = task
+            .sandbox
+            .read_only
+            .iter()
+            .find(|ro| path.starts_with(ro))
+        {
+            return Err(refused(
+                path,
+                format!(
+                    "it lies in {}, which is read-only to every agent (the repository, or troupe's configuration or prompts)",
+                    held.display()
+                ),
+            ));
+        }
+        let fd = match open(rel) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            fd => Some(opened(path, fd)?),
+        };
+        found.push((path, rel, fd));
+    }
+    found
+        .into_iter()
+        .map(|(path, rel, fd)| match fd {
+            Some(fd) => Ok((path.clone(), fd)),
+            None => {
+                let made = nofollow::create_dirs_beneath(root.as_fd(), rel).and_then(|_| open(rel));
+                opened(path, made).map(|fd| (path.clone(), fd))
             }
         })
         .collect()

@@ -226,7 +226,10 @@ fn a_link_planted_where_a_step_may_write_is_refused() {
     std::fs::create_dir_all(sandbox.ws()).unwrap();
     std::os::unix::fs::symlink(outside.path(), sandbox.ws().join("docs")).unwrap();
     let rules = vec![
-        planner(json!([with_powers("docs", json!({"write": ["docs"]}))])),
+        planner(json!([with_powers(
+            "docs",
+            json!({"write": ["notes/new", "docs"]})
+        )])),
         worker_rule("docs", vec![writes("docs/escape.md"), finish()]),
         approving_reviewer(),
     ];
@@ -242,6 +245,9 @@ fn a_link_planted_where_a_step_may_write_is_refused() {
         team.run.stderr
     );
     assert!(!outside.path().join("escape.md").exists());
+    // The step did not run, and nothing was made for its other path: not
+    // by troupe before the sandbox held it, nor by the agent.
+    assert!(!sandbox.ws().join("notes").exists());
 }
 
 #[test]
