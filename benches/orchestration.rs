@@ -94,7 +94,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -109,6 +109,7 @@ fn main() {
         ("namespaces", namespace_set),
         ("traces", trace_export),
         ("mcp", mcp_round_trip),
+        ("broker", broker),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -345,6 +346,77 @@ fn mcp_round_trip(bench: &mut Bench) {
         "< 10",
         create - spawn,
     );
+}
+
+/// An HTTP server on 127.0.0.1 that answers `ok` to each connection and
+/// closes it; its port.
+fn ok_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("local address").port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            });
+        }
+    });
+    port
+}
+
+/// Scenario 15: one step whose powers name a host on 127.0.0.1 fetches
+/// it with curl through troupe's broker, one request after another, with
+/// this commit's troupe and with the baseline's (`TROUPE_BENCH_BASELINE`)
+/// in one run: the time per request the command measured itself.
+fn broker(bench: &mut Bench) {
+    let requests = if bench.quick { 50 } else { 500 };
+    let port = ok_server();
+    let host = format!("127.0.0.1:{port}");
+    let fetch = format!(
+        "s=$(date +%s%N); for i in $(seq {requests}); do curl -s -o /dev/null -f http://{host}/ || echo failed; done; e=$(date +%s%N); echo per_request_us=$(( (e - s) / {requests} / 1000 ))"
+    );
+    let plan = json!({"summary": "broker", "steps": [
+        {"id": "fetch", "description": "fetch", "type": "COMMAND", "dependencies": [], "powers": {"network": [host]}}
+    ]});
+    let rules = vec![
+        json!({"role": "worker", "reply": [
+            {"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]},
+            {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "fetched"}}]}
+        ]}),
+        reviewer(),
+    ];
+    let mut binaries = vec![("this commit", TROUPE.to_string())];
+    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
+    const S: &str = "15. broker";
+    for (label, troupe) in binaries {
+        let setup = Setup::new(&plan, rules.clone());
+        std::fs::create_dir_all(setup.ws()).expect("the workspace");
+        let (_, record) = setup.run_binary(&troupe, &["--allow-host", &host], &[], |_| {});
+        let dir = setup.ws().join("sub_agent_results");
+        let run = std::fs::read_dir(&dir)
+            .expect("results")
+            .flatten()
+            .next()
+            .expect("a run")
+            .path();
+        let transcript = std::fs::read_to_string(run.join("fetch/worker-1/.subagent/conversations.json"))
+            .expect("the worker's transcript");
+        assert!(!transcript.contains("failed\\n"), "a request failed: {transcript}");
+        let per_request = transcript
+            .split("per_request_us=")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no measure in {record}"));
+        bench.record(S, &format!("one request through the broker, {label}"), "ms", "", per_request / 1000.0);
+    }
 }
 
 /// User and system time of every waited-for descendant so far: troupe,
