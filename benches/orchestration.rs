@@ -406,16 +406,26 @@ fn broker(bench: &mut Bench) {
             .next()
             .expect("a run")
             .path();
-        let transcript = std::fs::read_to_string(run.join("fetch/worker-1/.subagent/conversations.json"))
-            .expect("the worker's transcript");
-        assert!(!transcript.contains("failed\\n"), "a request failed: {transcript}");
+        let transcript =
+            std::fs::read_to_string(run.join("fetch/worker-1/.subagent/conversations.json"))
+                .expect("the worker's transcript");
+        assert!(
+            !transcript.contains("failed\\n"),
+            "a request failed: {transcript}"
+        );
         let per_request = transcript
             .split("per_request_us=")
             .nth(1)
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|n| n.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("no measure in {record}"));
-        bench.record(S, &format!("one request through the broker, {label}"), "ms", "", per_request / 1000.0);
+        bench.record(
+            S,
+            &format!("one request through the broker, {label}"),
+            "ms",
+            "",
+            per_request / 1000.0,
+        );
     }
 }
 

@@ -16,6 +16,8 @@ use crate::run::isolation::Carried;
 pub struct Delivered<'a> {
     pub step: &'a StepRecord,
     pub report: Option<&'a AgentRecord>,
+    /// The run's workspace, which the report's directory is shown in.
+    pub workspace: &'a std::path::Path,
 }
 
 /// `carried`: what the attempt starts with of the rejected attempt
@@ -167,13 +169,42 @@ fn describe_change(change: Option<&ChangeRecord>, diff: Option<&DiffHead>) -> St
     text
 }
 
+/// The most of a dependency's typed result a brief carries; the rest the
+/// worker reads from the dependency's `result.json`.
+pub const RESULT_IN_BRIEF: usize = 16 * 1024;
+
+/// Where a dependency's whole typed result is, for a brief that carries
+/// only the first `RESULT_IN_BRIEF` bytes of it: its worker's sealed
+/// result (`report.dir` is shown relative to `workspace`), which the
+/// dependent may read (`Step::worker`).
+pub fn result_file(workspace: &std::path::Path, report: &AgentRecord) -> PathBuf {
+    workspace
+        .join(&report.dir)
+        .join(crate::protocol::SUBAGENT_DIR)
+        .join("result.json")
+}
+
+/// Whether `result` is cut in a dependent's brief.
+pub fn cut_in_brief(result: &serde_json::Value) -> bool {
+    compact(result).len() > RESULT_IN_BRIEF
+}
+
 fn describe_dependency(dep: &Delivered<'_>) -> String {
     let mut text = format!("- {} ({})", dep.step.id, dep.step.description.trim());
     match dep.report {
         Some(report) => {
             text.push_str(&format!("\n  result: {}", report.summary.trim()));
             if let Some(result) = &dep.step.result {
-                text.push_str(&format!("\n  typed result (JSON): {}", compact(result)));
+                let json = compact(result);
+                match json.len() > RESULT_IN_BRIEF {
+                    false => text.push_str(&format!("\n  typed result (JSON): {json}")),
+                    true => text.push_str(&format!(
+                        "\n  typed result (JSON), its first {RESULT_IN_BRIEF} of {} bytes: {}\n  (cut here; all of it is the `result` field of {})",
+                        json.len(),
+                        crate::text::excerpt(&json, RESULT_IN_BRIEF),
+                        result_file(dep.workspace, report).display()
+                    )),
+                }
             }
             if !report.deliverables_files.is_empty() {
                 text.push_str(&format!(

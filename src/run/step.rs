@@ -460,8 +460,21 @@ impl Step<'_> {
             .map(|(step, report)| Delivered {
                 step,
                 report: report.as_ref(),
+                workspace: &self.ctx.workspace,
             })
             .collect();
+        // A result its brief cuts is read whole from its worker's record,
+        // which a checkout's view holds only when named.
+        let checkout = checkout.map(|mut view| {
+            let cut = dependencies.iter().filter_map(|dep| {
+                let result = dep.step.result.as_ref()?;
+                let report = dep.report?;
+                super::briefs::cut_in_brief(result)
+                    .then(|| super::briefs::result_file(&self.ctx.workspace, report))
+            });
+            view.read.extend(cut);
+            view
+        });
         let brief = worker_brief(
             &self.ctx.prompts,
             &self.ctx.goal,

@@ -274,3 +274,62 @@ fn a_backtracking_output_schema_holds_up_neither_the_run_nor_a_parallel_step() {
     assert_eq!(team.step("other")["status"], "completed");
     assert_eq!(team.record()["steps"][0]["result"], json!(["aa"]));
 }
+
+// Fourth trial, weakness 3: a dependent's brief carried a typed result
+// whole. Past 16 KiB it carries the head, and names the worker's record,
+// which a dependent in a checkout reads as it is.
+#[test]
+fn a_long_result_is_cut_in_the_brief_and_read_whole_from_its_record() {
+    let sandbox = Sandbox::new();
+    let steps = json!([
+        {"id": "extract", "description": "list the URLs", "type": "ANALYSIS", "dependencies": [], "output_schema": urls_schema()},
+        {"id": "use", "description": "use the URLs", "type": "FILE_WRITE", "dependencies": ["extract"]}
+    ]);
+    let urls: Vec<String> = (0..400)
+        .map(|n| format!("https://example.org/url-{n}/{}", "x".repeat(80)))
+        .collect();
+    let ws = sandbox.ws().display().to_string();
+    let read_whole = format!(
+        "grep -o 'url-399' {ws}/sub_agent_results/run_*/extract/worker-1/.subagent/result.json"
+    );
+    let rules = vec![
+        planner(steps),
+        worker_rule("extract", vec![finish_with(json!({"urls": urls}))]),
+        worker_rule(
+            "use",
+            vec![
+                json!({"tool_calls": [{"name": "run_command", "arguments": {"command": read_whole}}]}),
+                json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "read"}}]}),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let team = team_run(
+        &sandbox,
+        rules,
+        &["--max-replans", "0", "--isolation", "worktree"],
+    );
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let dependent = read_json(&team.dir.join("use/worker-1/.subagent/task.json"));
+    let brief = dependent["task"].as_str().unwrap();
+    assert!(brief.contains("url-0/"), "{brief}");
+    assert!(
+        !brief.contains("url-399"),
+        "the whole result is in the brief"
+    );
+    assert!(
+        brief.contains("(cut here; all of it is the `result` field of /")
+            && brief.contains("extract/worker-1/.subagent/result.json"),
+        "{brief}"
+    );
+    let transcript = read_json(&team.dir.join("use/worker-1/.subagent/conversations.json"));
+    let read = transcript["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect::<String>();
+    assert!(read.contains("url-399"), "{read}");
+}
