@@ -414,8 +414,8 @@ fn broker(bench: &mut Bench) {
             "a request failed: {transcript}"
         );
         let per_request = transcript
-            .split("per_request_us=")
-            .nth(1)
+            .rsplit("per_request_us=")
+            .next()
             .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|n| n.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("no measure in {record}"));
