@@ -76,11 +76,12 @@ fn repository(sandbox: &Sandbox) {
 }
 
 /// s1 reads, writes, deletes and then waits for `release` to appear in
-/// its checkout's parent's parent (the run directory, which the test
-/// writes); s2 writes a file of its own.
+/// its own directory beside its checkout (the one place of the run's
+/// directory in its view, which the test writes); s2 writes a file of its
+/// own.
 fn rules(hold: bool) -> Vec<Value> {
     let wait = match hold {
-        true => "while [ ! -e ../../release ]; do sleep 0.05; done",
+        true => "while [ ! -e ../worker-1/release ]; do sleep 0.05; done",
         false => "true",
     };
     let command = format!(
@@ -223,7 +224,7 @@ fn an_attempt_works_on_its_own_layer(as_nobody: bool) {
         !upper.join("f.txt").exists(),
         "a file only read is not copied"
     );
-    std::fs::write(run.join("release"), "").unwrap();
+    std::fs::write(run.join("s1/worker-1/release"), "").unwrap();
     let status = running.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(running.stderr.as_mut().unwrap(), &mut stderr).unwrap();
