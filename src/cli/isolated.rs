@@ -11,7 +11,7 @@ use super::UsageError;
 use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
-use crate::record::{RunRecord, RunStatus, StepRecord, StepStatus};
+use crate::record::{ApplyRecord, ApplyState, RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::telemetry::Span;
 use crate::text::count;
@@ -234,6 +234,40 @@ async fn clean_branches(place: &Place) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `applied` leaves in the run's record: what it wrote, or why it
+/// did not. Another troupe at work on the workspace leaves it pending. A
+/// record that cannot be written is said: the workspace is right, and
+/// `troupe show` would say the apply is still due.
+fn record_apply(run_dir: &Path, applied: &Result<Applied, ApplyError>) {
+    let apply = match applied {
+        Ok(done) => ApplyRecord {
+            state: ApplyState::Applied,
+            written: done.written.clone(),
+            added: done.added.clone(),
+            removed: done.removed.clone(),
+            merged: done.merged.clone(),
+            conflicted: done.conflicted.clone(),
+            reason: None,
+        },
+        Err(ApplyError::Busy(_)) => return,
+        Err(e) => ApplyRecord {
+            state: ApplyState::Refused,
+            reason: Some(e.to_string()),
+            ..ApplyRecord::default()
+        },
+    };
+    let path = run_dir.join("run.json");
+    let written = load_run(run_dir)
+        .map_err(std::io::Error::other)
+        .and_then(|mut record| {
+            record.apply = Some(apply);
+            crate::fsutil::write_json_atomic(&path, &record, crate::fsutil::Durability::Commit)
+        });
+    if let Err(e) = written {
+        crate::tell!("troupe: cannot record the apply in {}: {e}", path.display());
+    }
+}
+
 /// Applies the run's branch to `workspace`, in `span`, and says what it
 /// wrote.
 async fn apply_into(
@@ -245,6 +279,7 @@ async fn apply_into(
 ) -> Result<Applied, ApplyError> {
     span.set("troupe.branch", isolation.branch.clone());
     let applied = apply(isolation, workspace, run_dir, meanwhile).await;
+    record_apply(run_dir, &applied);
     match &applied {
         Ok(applied) => {
             span.set("troupe.apply.written", applied.written.len() as i64);

@@ -160,6 +160,25 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         Start::Resume { run_dir, .. } => Some(crate::inspect::load_run(run_dir)),
         Start::Fresh { .. } => None,
     };
+    if let (Some(Ok(record)), Start::Resume { run_dir, .. }) = (&earlier, &start)
+        && record.status == crate::record::RunStatus::Completed
+        && record
+            .apply
+            .as_ref()
+            .is_some_and(|apply| apply.state != crate::record::ApplyState::Applied)
+        && !args.team.no_apply
+    {
+        // Ended before its result reached the workspace (killed, or
+        // refused): that is what is left to resume.
+        crate::tell!(
+            "troupe: run {} completed; its result is not in the workspace yet: applying it",
+            record.run_id
+        );
+        let span = run_span(&start, Some(record));
+        let code = super::isolated::after_run(run_dir, true, 0, &span).await;
+        run_ended(&span, run_dir, code);
+        return Ok(ExitCode::from(code));
+    }
     if let Some(Ok(record)) = &earlier
         && record.status == crate::record::RunStatus::Completed
     {
@@ -234,6 +253,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             deadline: args.team.deadline.map(Duration::from_secs),
             verbose: args.verbose,
             isolation: args.team.isolation,
+            apply: !args.team.no_apply,
         },
         models,
         json: args.json,

@@ -8,6 +8,7 @@ use super::agents::Place;
 use crate::inspect::conversation::Render;
 use crate::inspect::runs::records;
 use crate::paint::Painter;
+use crate::record::{ApplyState, RunStatus};
 use crate::text::{columns, excerpt};
 
 #[derive(Debug, Args)]
@@ -61,13 +62,25 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
         "run", "status", "steps", "agents", "tokens", "duration", "goal",
     ];
     crate::console::out(&columns("", header, &rows));
-    let notes: Vec<String> = runs
+    let mut notes: Vec<String> = runs
         .iter()
         .filter_map(|seen| {
             let note = seen.died_note()?;
             Some(format!("{} died: {note}\n", seen.record.run_id))
         })
         .collect();
+    // A completed run whose result is not in the workspace is named, as
+    // a died one is: nothing else in the table would say it.
+    notes.extend(runs.iter().filter_map(|seen| {
+        let run = &seen.record;
+        let due = run.status == RunStatus::Completed
+            && run
+                .apply
+                .as_ref()
+                .is_some_and(|a| a.state != ApplyState::Applied);
+        let note = crate::inspect::run::apply_note(run).filter(|_| due)?;
+        Some(format!("{} {note}\n", run.run_id))
+    }));
     if !notes.is_empty() {
         crate::console::out(&format!("\n{}", notes.concat()));
     }

@@ -50,6 +50,9 @@ pub fn report(seen: &SeenRun) -> String {
         secs = t.runtime_seconds,
         replans = count(run.replans, "replan"),
     );
+    if let Some(apply) = super::run::apply_note(run) {
+        out.push_str(&format!("<p class=\"apply\">{}</p>\n", xml(&apply)));
+    }
     if let Some(reason) = &run.reason {
         out.push_str(&format!("<p class=\"reason\">{}</p>\n", xml(reason)));
     }

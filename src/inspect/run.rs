@@ -5,7 +5,7 @@ use super::conversation::Render;
 use super::seen::SeenRun;
 use crate::plan::render_tree;
 use crate::record::ChangeRecord;
-use crate::record::{AgentRecord, StepRecord};
+use crate::record::{AgentRecord, ApplyState, RunRecord, RunStatus, StepRecord};
 use crate::text::{count, excerpt};
 
 pub fn run_text(seen: &SeenRun, render: &Render) -> String {
@@ -39,6 +39,9 @@ pub fn run_text(seen: &SeenRun, render: &Render) -> String {
     if let Some(note) = seen.died_note() {
         out.push_str(&format!("{note}\n"));
     }
+    if let Some(apply) = apply_note(run) {
+        out.push_str(&format!("{apply}\n"));
+    }
     out.push('\n');
     out.push_str(&render_tree(&run.live_plan(), |id| {
         run.step(id).map(|s| s.status.as_str().to_string())
@@ -48,6 +51,44 @@ pub fn run_text(seen: &SeenRun, render: &Render) -> String {
         out.push_str(&step_summary(step, render));
     }
     out
+}
+
+/// Where the run's result stands to the workspace, for a run in
+/// checkouts that applies it; what to run when it is not there.
+pub fn apply_note(run: &RunRecord) -> Option<String> {
+    let apply = run.apply.as_ref()?;
+    let branch = run.isolation.as_ref().map_or("", |i| i.branch.as_str());
+    let resume = format!("troupe run --resume {}", run.run_id);
+    Some(match apply.state {
+        ApplyState::Applied => {
+            let mut said = format!(
+                "applied to the workspace: {} written ({} new), {} removed",
+                count(apply.written.len() as u64, "path"),
+                apply.added.len(),
+                apply.removed.len()
+            );
+            if !apply.merged.is_empty() {
+                said.push_str(&format!(", {} merged", apply.merged.len()));
+            }
+            if !apply.conflicted.is_empty() {
+                said.push_str(&format!(
+                    ", conflict markers in {}",
+                    apply.conflicted.join(", ")
+                ));
+            }
+            said
+        }
+        ApplyState::Pending if run.status == RunStatus::Completed => format!(
+            "not applied yet: the result is branch {branch}; {resume} brings it into the workspace"
+        ),
+        ApplyState::Pending => {
+            format!("the result goes into the workspace once the run completes (branch {branch})")
+        }
+        ApplyState::Refused => format!(
+            "not applied: {}; {resume} applies it once that is dealt with",
+            apply.reason.as_deref().unwrap_or("refused")
+        ),
+    })
 }
 
 fn step_summary(step: &StepRecord, render: &Render) -> String {

@@ -11,5 +11,7 @@ mod timings;
 
 pub use change::{ChangeRecord, IsolationMode, IsolationRecord};
 pub use claims::Claims;
-pub use run::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus, Totals};
+pub use run::{
+    AgentRecord, ApplyRecord, ApplyState, RunRecord, RunStatus, StepRecord, StepStatus, Totals,
+};
 pub use timings::AgentTimings;

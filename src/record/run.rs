@@ -143,6 +143,46 @@ pub struct RunRecord {
     /// when it was exported; a resume goes on in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The result brought into the workspace, for a run in checkouts that
+    /// applies it: `pending` from the moment the run chose checkouts until
+    /// troupe applied it or could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply: Option<ApplyRecord>,
+}
+
+/// Where a run's apply stands, and what it wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyRecord {
+    pub state: ApplyState,
+    /// Paths written with the run's version (those the run made among
+    /// them in `added`), removed, and merged into the user's versions
+    /// (with conflict markers in `conflicted`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicted: Vec<String>,
+    /// Why it was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplyState {
+    /// Wanted, not done yet: `troupe run --resume` or `troupe apply`
+    /// does it.
+    #[default]
+    Pending,
+    Applied,
+    /// Not done, for `reason`; `troupe apply` does it once that is dealt
+    /// with.
+    Refused,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -35,6 +35,9 @@ pub struct TeamSettings {
     pub isolation: IsolationMode,
     /// Show every agent's tool calls and model turns on stderr.
     pub verbose: bool,
+    /// Bring the result into the workspace at the run's end, when it was
+    /// made in checkouts (not `--no-apply`).
+    pub apply: bool,
 }
 
 fn seconds<S: serde::Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {

@@ -66,7 +66,7 @@ use crate::llm::ChatModel;
 use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::display_in;
 use crate::record::IsolationMode;
-use crate::record::{RunRecord, RunStatus, StepRecord, Totals};
+use crate::record::{ApplyRecord, RunRecord, RunStatus, StepRecord, Totals};
 use crate::run::isolation::{Bounds, Checkouts, IsolationError, Snapshot, Worktrees};
 use crate::signal::{StopCause, StopSignal};
 use crate::supervisor::AgentSettings;
@@ -363,6 +363,7 @@ fn fresh_record(
         isolation_mode: None,
         models: Default::default(),
         trace_id: None,
+        apply: None,
     }
 }
 
@@ -436,10 +437,15 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
             note: Some(checkouts.note()),
         };
         let kept = record.clone();
+        // Intent: from here the run's result is due in the workspace, and
+        // a run killed between its end and the apply's is finished by
+        // `--resume`.
+        let apply = ctx.team.apply.then(ApplyRecord::default);
         owner
             .emit_and_write(event, |run| {
                 run.isolation = Some(kept);
                 run.isolation_mode = Some(IsolationMode::Worktree);
+                run.apply = apply;
             })
             .await;
         Worktrees::open(

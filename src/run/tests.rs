@@ -209,6 +209,7 @@ fn plan(steps: &[(&str, &[&str])]) -> Plan {
 
 pub(super) fn settings() -> TeamSettings {
     TeamSettings {
+        apply: false,
         max_parallel: 5,
         max_retries: 2,
         max_replans: 0,

@@ -968,3 +968,84 @@ fn the_reviewer_reads_the_start_of_a_large_diff_and_where_the_rest_is() {
         "{last}"
     );
 }
+
+// Issue 43: a run killed after run.json said `completed` and before its
+// apply ended was "completed already; nothing to resume", its result on
+// the branch and not in the workspace. The apply is now due from the
+// moment the run chose checkouts (`apply.state: pending` in run.json),
+// and a resume finishes it. Here another troupe holds the workspace as
+// the run ends, which leaves the apply pending as a kill would.
+#[test]
+fn a_completed_run_whose_apply_did_not_happen_is_resumed_into_the_workspace() {
+    let sandbox = Sandbox::new();
+    repository(&sandbox);
+    let ws = sandbox.ws();
+    let rules = vec![
+        planner(json!([step("a", &[])])),
+        worker_rule("a", writes("a.txt", "from a\n", 0)),
+        approving_reviewer(),
+    ];
+    let held = std::fs::File::open(&ws).unwrap();
+    let held = nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let team = team_run(&sandbox, rules, &["--isolation", "worktree"]);
+    drop(held);
+    assert_eq!(team.run.code, 1, "{}", team.run.stderr);
+    assert_eq!(team.record()["status"], "completed");
+    assert_eq!(
+        team.record()["apply"]["state"],
+        "pending",
+        "{}",
+        team.record()
+    );
+    assert!(!ws.join("a.txt").exists());
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let shown = cli(&sandbox, &["show", &run_id]);
+    assert!(
+        shown.stdout.contains(&format!(
+            "not applied yet: the result is branch troupe/{run_id}; troupe run --resume {run_id} brings it into the workspace"
+        )),
+        "{}",
+        shown.stdout
+    );
+    let listed = cli(&sandbox, &["runs"]);
+    assert!(
+        listed.stdout.contains("not applied yet"),
+        "{}",
+        listed.stdout
+    );
+
+    let resumed = cli(&sandbox, &["run", "--resume", &run_id]);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(
+        resumed
+            .stderr
+            .contains("its result is not in the workspace yet: applying it"),
+        "{}",
+        resumed.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "from a\n"
+    );
+    let apply = &team.record()["apply"];
+    assert_eq!(apply["state"], "applied", "{apply}");
+    assert_eq!(apply["written"], json!(["a.txt"]));
+    assert_eq!(apply["added"], json!(["a.txt"]));
+    let shown = cli(&sandbox, &["show", &run_id]);
+    assert!(
+        shown
+            .stdout
+            .contains("applied to the workspace: 1 path written (1 new), 0 removed"),
+        "{}",
+        shown.stdout
+    );
+    let again = cli(&sandbox, &["run", "--resume", &run_id]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("nothing to resume"),
+        "{}",
+        again.stderr
+    );
+}
