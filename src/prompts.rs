@@ -68,6 +68,42 @@ impl Prompt {
         Prompt::Review,
     ];
 
+    /// The `{name}`s troupe fills in this prompt.
+    fn placeholders(self) -> &'static [&'static str] {
+        const OPENING: &[&str] = &[
+            "agent_id",
+            "summary",
+            "task",
+            "deliverables_dir",
+            "timeout_seconds",
+            "workspace",
+            "system",
+            "current_time",
+        ];
+        match self {
+            Prompt::Worker | Prompt::WorkerTask | Prompt::Reviewer | Prompt::ReviewerTask => {
+                OPENING
+            }
+            Prompt::Reminder | Prompt::Compact | Prompt::Planner => &[],
+            Prompt::WrapUp | Prompt::ReviewerWrapUp => &["reason"],
+            Prompt::Truncated => &["max_output_tokens"],
+            Prompt::CompactTask => &["task", "history"],
+            Prompt::Summary => &["summary"],
+            Prompt::Replan => &["failed", "completed"],
+            Prompt::Step => &["goal", "step_id", "description", "dependencies", "feedback"],
+            Prompt::Review => &[
+                "goal",
+                "step_id",
+                "description",
+                "attempt",
+                "success",
+                "summary",
+                "claims",
+                "change",
+            ],
+        }
+    }
+
     pub fn file_name(self) -> &'static str {
         match self {
             Prompt::Worker => "worker.md",
@@ -117,17 +153,47 @@ pub struct Prompts(BTreeMap<String, String>);
 
 impl Prompts {
     /// The overrides in `dir`, each read now. One that exists but cannot be
-    /// read is an error rather than a silent fallback, so a typo in a
-    /// prompt never goes unnoticed.
+    /// read is an error rather than a silent fallback, and so are a `.md`
+    /// file named as no prompt is and a `{name}` the prompt does not fill:
+    /// a typo in a prompt never goes unnoticed.
     pub fn read(dir: Option<&Path>) -> std::io::Result<Prompts> {
         let mut found = BTreeMap::new();
         let Some(dir) = dir else {
             return Ok(Prompts(found));
         };
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        for entry in std::fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            let known = Prompt::ALL.iter().any(|p| p.file_name() == name);
+            if name.ends_with(".md") && !known {
+                let names: Vec<&str> = Prompt::ALL.iter().map(|p| p.file_name()).collect();
+                return Err(invalid(format!(
+                    "{} is no prompt troupe knows; the prompts are {}",
+                    dir.join(&*name).display(),
+                    names.join(", ")
+                )));
+            }
+        }
         for prompt in Prompt::ALL {
             let path = dir.join(prompt.file_name());
             match std::fs::read_to_string(&path) {
                 Ok(text) => {
+                    if let Some(unknown) = unfilled(&text, prompt.placeholders()) {
+                        let filled: Vec<String> = prompt
+                            .placeholders()
+                            .iter()
+                            .map(|n| format!("{{{n}}}"))
+                            .collect();
+                        return Err(invalid(format!(
+                            "prompt {} has {{{unknown}}}, which troupe does not fill there; it fills {}",
+                            path.display(),
+                            match filled.is_empty() {
+                                true => "nothing".to_string(),
+                                false => filled.join(", "),
+                            }
+                        )));
+                    }
                     found.insert(prompt.file_name().to_string(), text);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -155,6 +221,28 @@ impl Prompts {
     }
 }
 
+/// The first `{name}` of `text` (a name of lower-case letters, digits and
+/// `_`: JSON examples in a prompt are not placeholders) that is not one of
+/// `known`.
+fn unfilled<'a>(text: &'a str, known: &[&str]) -> Option<&'a str> {
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        if let Some(close) = after.find('}') {
+            let name = &after[..close];
+            let is_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if is_name && !known.contains(&name) {
+                return Some(name);
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
 /// The template with its `{name}` placeholders filled in (see
 /// `text::fill`), trailing white space trimmed.
 pub fn render(template: &str, values: &[(&str, &str)]) -> String {
@@ -163,7 +251,46 @@ pub fn render(template: &str, values: &[(&str, &str)]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::render;
+    use super::{Prompt, Prompts, render};
+
+    #[test]
+    fn every_built_in_prompt_uses_only_what_troupe_fills() {
+        for prompt in Prompt::ALL {
+            assert_eq!(
+                super::unfilled(prompt.builtin(), prompt.placeholders()),
+                None,
+                "{}",
+                prompt.file_name()
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_placeholder_or_file_name_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("worker.md"),
+            "Do {task} by {current_time}. {\"json\": 1}",
+        )
+        .unwrap();
+        let read = Prompts::read(Some(dir.path())).unwrap();
+        assert!(read.text(Prompt::Worker).contains("{task}"));
+        std::fs::write(dir.path().join("step.md"), "Step {tsk}").unwrap();
+        let error = Prompts::read(Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            error.contains(
+                "step.md has {tsk}, which troupe does not fill there; it fills {goal}, {step_id}"
+            ),
+            "{error}"
+        );
+        std::fs::remove_file(dir.path().join("step.md")).unwrap();
+        std::fs::write(dir.path().join("reviewr.md"), "x").unwrap();
+        let error = Prompts::read(Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            error.contains("reviewr.md is no prompt troupe knows; the prompts are worker.md"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn values_are_not_rendered_again() {

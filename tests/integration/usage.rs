@@ -139,18 +139,29 @@ fn prompts_can_be_overridden_one_file_at_a_time() {
     let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
         {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "ok"}}]}
     ]}]}));
-    let run = spawn(
-        &sandbox,
-        4,
-        "sweep {the} floor",
-        &model,
-        &["--prompts-dir", prompts.to_str().unwrap()],
+    let flags = ["--prompts-dir", prompts.to_str().unwrap()];
+    // A placeholder troupe does not fill is a typo, said before any agent
+    // starts (it reached the model as it was).
+    let refused = spawn(&sandbox, 4, "sweep {the} floor", &model, &flags);
+    assert_eq!(refused.code, 2, "stderr:\n{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("worker-task.md has {unknown}, which troupe does not fill there; it fills {agent_id}, {summary}, {task}"),
+        "{}",
+        refused.stderr
     );
+    std::fs::write(
+        prompts.join("worker-task.md"),
+        "Agent {agent_id}, do this: {task}",
+    )
+    .unwrap();
+    let run = spawn(&sandbox, 4, "sweep {the} floor", &model, &flags);
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     let transcript = sandbox.transcript(4);
     assert_eq!(
         transcript["messages"][1]["content"],
-        "Agent 4, do this: sweep {the} floor {unknown}"
+        "Agent 4, do this: sweep {the} floor"
     );
     let system = transcript["messages"][0]["content"].as_str().unwrap();
     assert!(
