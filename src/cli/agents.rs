@@ -61,7 +61,7 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  troupe wait 1 2 --timeout 600 | jq -c .status\n  troupe wait --all\n  troupe wait 1 2 3 --any"
+    after_help = "Examples:\n  troupe wait 1 2 --timeout 600 | jq -c .status\n  troupe wait --all\n  troupe wait 1 2 3 --any\n  while troupe wait --all --any > next.json || [ $? -eq 1 ]; do jq -c . next.json; done   # each agent once, as it ends; exit 3 after the last"
 )]
 pub struct WaitArgs {
     /// The agents to wait for.
@@ -73,7 +73,10 @@ pub struct WaitArgs {
     pub all: bool,
 
     /// Return when the first of them ends, with its result alone (and its
-    /// exit: 0 when it completed), instead of when all have.
+    /// exit: 0 when it completed), instead of when all have. Each agent
+    /// once: one an earlier `wait --any` returned is passed over, and when
+    /// every one of them was returned, the exit is 3, so that a script
+    /// loops on it until then.
     #[arg(long)]
     pub any: bool,
 
@@ -86,11 +89,18 @@ pub struct WaitArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  troupe terminate 2 --patience 10")]
+#[command(
+    after_help = "Examples:\n  troupe terminate 2 --patience 10\n  troupe terminate 2 3\n  troupe terminate --all"
+)]
 pub struct TerminateArgs {
-    /// The agent to stop.
-    #[arg(value_name = "ID")]
-    pub id: String,
+    /// The agents to stop.
+    #[arg(value_name = "ID", required_unless_present = "all")]
+    pub ids: Vec<String>,
+
+    /// Every agent of the results directory that is running, instead of
+    /// the ids given.
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
 
     /// Seconds to wait for the agent to stop before killing it outright.
     #[arg(long, value_name = "SECS", default_value_t = 30, allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds_or_none)]
@@ -351,10 +361,22 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
         {
             return Err(UsageError::Said(unknown.last_action.clone()).into());
         }
+        let fresh = |id: &String| !returned_by_wait(&results, id);
+        if args.any && seen.iter().all(Seen::ended) && !ids.iter().any(fresh) {
+            crate::tell!("troupe: every one of these agents was returned by an earlier wait --any");
+            return Ok(ExitCode::from(3));
+        }
         let first = args
             .any
-            .then(|| ids.iter().zip(&seen).find(|(_, agent)| agent.ended()))
+            .then(|| {
+                ids.iter()
+                    .zip(&seen)
+                    .find(|(id, agent)| agent.ended() && fresh(id))
+            })
             .flatten();
+        if let Some((id, _)) = first {
+            mark_returned_by_wait(&results, id);
+        }
         let done: Vec<(&String, &Seen)> = match first {
             Some(one) => vec![one],
             None if seen.iter().all(Seen::ended) => ids.iter().zip(&seen).collect(),
@@ -392,6 +414,44 @@ pub async fn wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The marker `wait --any` leaves in an agent's records once it returned
+/// the agent: the start of the agent it returned, so that a later agent
+/// of the same id is returned in its turn.
+const RETURNED: &str = "returned-by-wait";
+
+/// When the agent now at `id` started, as its status file says.
+fn started(results: &Path, id: &str) -> Option<String> {
+    let records = registry::agent_dir(results, id).join(SUBAGENT_DIR);
+    StatusFile::load(&records).map(|status| status.started_at.to_rfc3339())
+}
+
+/// Whether an earlier `wait --any` returned the agent now at `id`.
+fn returned_by_wait(results: &Path, id: &str) -> bool {
+    let marker = registry::agent_dir(results, id)
+        .join(SUBAGENT_DIR)
+        .join(RETURNED);
+    let marked = crate::fsutil::read_head(&marker, 256)
+        .ok()
+        .map(|(text, _)| text);
+    marked.is_some_and(|marked| Some(marked) == started(results, id))
+}
+
+/// Marks the agent now at `id` as returned; a marker that cannot be
+/// written only means a later `wait --any` may return it again.
+fn mark_returned_by_wait(results: &Path, id: &str) {
+    let Some(started) = started(results, id) else {
+        return;
+    };
+    let records = registry::agent_dir(results, id).join(SUBAGENT_DIR);
+    let _ = crate::fsutil::RecordDir::open(&records).and_then(|dir| {
+        dir.write_atomic(
+            RETURNED,
+            started.as_bytes(),
+            crate::fsutil::Durability::Atomic,
+        )
+    });
+}
+
 /// The seed's answer to terminate_sub_agent.
 #[derive(Debug, Serialize)]
 pub struct Terminated {
@@ -403,10 +463,35 @@ pub struct Terminated {
     pub deliverables_dir: String,
 }
 
+/// Stops each agent named, all at once (one's patience is not waited out
+/// before the next is asked); one answer each, in the order given. With
+/// one id the answer is printed indented, as it always was; with several,
+/// one JSON object per line.
 pub async fn terminate(args: TerminateArgs) -> anyhow::Result<ExitCode> {
-    let answer = stop(&args.place.results(), &args.id, args.patience, true).await?;
-    crate::say!("{}", serde_json::to_string_pretty(&answer)?);
-    Ok(match answer.success {
+    let results = args.place.results();
+    let ids = match args.all {
+        true => registry::known_ids(&results)
+            .into_iter()
+            .filter(|id| !look(&results, id).ended())
+            .collect(),
+        false => args.ids.clone(),
+    };
+    if ids.is_empty() {
+        crate::tell!("troupe: no agent in {} is running", results.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stops = ids.iter().map(|id| stop(&results, id, args.patience, true));
+    let answers = futures_util::future::join_all(stops).await;
+    let mut all_stopped = true;
+    for answer in answers {
+        let answer = answer?;
+        all_stopped &= answer.success;
+        match ids.len() {
+            1 => crate::say!("{}", serde_json::to_string_pretty(&answer)?),
+            _ => crate::say!("{}", serde_json::to_string(&answer)?),
+        }
+    }
+    Ok(match all_stopped {
         true => ExitCode::SUCCESS,
         false => ExitCode::FAILURE,
     })

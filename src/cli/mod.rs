@@ -19,6 +19,7 @@ mod runs;
 mod serve;
 mod show;
 mod spawn;
+mod text_file;
 mod tied;
 mod traces;
 mod workspace;

@@ -29,7 +29,7 @@ pub struct PlanArgs {
     )]
     pub goal: Option<String>,
 
-    /// Read the goal from a file.
+    /// Read the goal from a file (- for standard input).
     #[arg(long, value_name = "FILE")]
     pub goal_file: Option<PathBuf>,
 
@@ -88,9 +88,7 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         pick(args.prompts_dir.clone(), sources, "TROUPE_PROMPTS_DIR").map_err(UsageError::Said)?;
     let goal = match (&args.goal, &args.goal_file) {
         (Some(goal), _) => goal.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
-            UsageError::Said(format!("cannot read the goal file {}: {e}", file.display()))
-        })?,
+        (None, Some(file)) => super::text_file::read(file, "the goal file")?,
         (None, None) => return Err(UsageError::Said("give the goal or --goal-file".into()).into()),
     };
     let retries = crate::llm::RetryObserver(std::sync::Arc::new(|retry: &crate::llm::Retrying| {

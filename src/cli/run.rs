@@ -31,7 +31,7 @@ pub struct RunArgs {
     #[arg(value_name = "GOAL", conflicts_with_all = ["goal_file", "resume"])]
     pub goal: Option<String>,
 
-    /// Read the goal from a file.
+    /// Read the goal from a file (- for standard input).
     #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub goal_file: Option<PathBuf>,
 
@@ -408,10 +408,7 @@ fn team_models(roles: [crate::settings::model::RoleModel; 3]) -> Result<TeamMode
 fn goal(args: &RunArgs, plan: Option<&Plan>) -> Result<String, UsageError> {
     let goal = match (&args.goal, &args.goal_file, plan) {
         (Some(goal), _, _) => goal.trim().to_string(),
-        (None, Some(file), _) => std::fs::read_to_string(file)
-            .map_err(|e| {
-                UsageError::Said(format!("cannot read the goal file {}: {e}", file.display()))
-            })?
+        (None, Some(file), _) => super::text_file::read(file, "the goal file")?
             .trim()
             .to_string(),
         (None, None, Some(plan)) => plan.summary.clone(),

@@ -31,7 +31,7 @@ use crate::supervisor::{AgentSettings, Progress, SpawnConfig};
 pub struct SpawnArgs {
     /// The agent's number; its directory defaults to
     /// sub_agent_results/agent_<ID> in the workspace.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::agent_id)]
     pub id: u32,
 
     /// A one-line summary of the task, at most 80 characters (it names
@@ -48,7 +48,7 @@ pub struct SpawnArgs {
     )]
     pub task: Option<String>,
 
-    /// Read the task from a file instead.
+    /// Read the task from a file instead (- for standard input).
     #[arg(long, value_name = "FILE")]
     pub task_file: Option<PathBuf>,
 
@@ -330,9 +330,7 @@ fn build_task(
     }
     let text = match (&args.task, &args.task_file) {
         (Some(text), _) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-            UsageError::Said(format!("cannot read the task file {}: {e}", path.display()))
-        })?,
+        (None, Some(path)) => super::text_file::read(path, "the task file")?,
         (None, None) => {
             return Err(UsageError::Said(
                 "give the task with --task or --task-file".into(),

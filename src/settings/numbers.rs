@@ -24,6 +24,13 @@ pub fn positive<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
     whole(text, 1).map_err(|()| "must be a positive whole number".to_string())
 }
 
+/// An agent's id: a number from 1, the name of its directory `agent_N`.
+pub fn agent_id(text: &str) -> Result<u32, String> {
+    whole(text, 1).map_err(|()| {
+        "must be a number from 1 (the agent's directory is agent_N; status, wait and terminate take the same number)".to_string()
+    })
+}
+
 /// A count, 0 or more.
 pub fn count<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
     whole(text, 0).map_err(|()| "must be a whole number (0 or more)".to_string())

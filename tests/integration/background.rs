@@ -354,4 +354,112 @@ fn a_queued_spawn_waits_for_a_slot_and_wait_takes_any_or_all() {
     assert_eq!(all.code, 0, "{}", all.stderr);
     assert_eq!(all.stdout.lines().count(), 2, "{}", all.stdout);
     assert_eq!(status_of(&sandbox, 2)["status"], "completed");
+    // Each agent once (issue 43: it returned agent 1 every time, so a
+    // script could not loop on it): 2 next, then exit 3.
+    let next = cli(&sandbox, &["wait", "1", "2", "--any"]);
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    assert_eq!(next.json()["agent_id"], 2, "{}", next.stdout);
+    let none = cli(&sandbox, &["wait", "1", "2", "--any"]);
+    assert_eq!(none.code, 3, "{}", none.stderr);
+    assert!(
+        none.stderr
+            .contains("every one of these agents was returned by an earlier wait --any"),
+        "{}",
+        none.stderr
+    );
+    assert!(none.stdout.is_empty(), "{}", none.stdout);
+    // A new agent at an id is new to wait --any.
+    let again = slow_script(&sandbox, 0);
+    assert_eq!(background(&sandbox, 2, &again, &[]).code, 0);
+    let fresh = cli(&sandbox, &["wait", "1", "2", "--any", "--timeout", "60"]);
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    assert_eq!(fresh.json()["agent_id"], 2, "{}", fresh.stdout);
+}
+
+// Issue 43: terminate took one id while status and wait take several.
+#[test]
+fn terminate_takes_several_ids_or_all_at_once() {
+    let sandbox = Sandbox::new();
+    let model = slow_script(&sandbox, 20_000);
+    for id in 1..=3 {
+        assert_eq!(background(&sandbox, id, &model, &[]).code, 0);
+    }
+    let two = cli(&sandbox, &["terminate", "1", "2", "--patience", "10"]);
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    let answers: Vec<Value> = two
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", two.stdout);
+    for (answer, id) in answers.iter().zip([1, 2]) {
+        assert_eq!(answer["agent_id"], id);
+        assert_eq!(answer["success"], true, "{answer}");
+    }
+    assert_eq!(status_of(&sandbox, 3)["status"], "running");
+    let rest = cli(&sandbox, &["terminate", "--all", "--patience", "10"]);
+    assert_eq!(rest.code, 0, "{}", rest.stderr);
+    assert_eq!(
+        rest.json()["agent_id"],
+        3,
+        "only the one still running: {}",
+        rest.stdout
+    );
+    for id in 1..=3 {
+        assert_eq!(status_of(&sandbox, id)["status"], "terminated");
+    }
+    let none = cli(&sandbox, &["terminate", "--all"]);
+    assert_eq!(none.code, 0, "{}", none.stderr);
+    assert!(none.stderr.contains("is running"), "{}", none.stderr);
+}
+
+// Issue 43: `--task-file -` did not read standard input, and `--id abc`
+// answered with Rust's "invalid digit found in string".
+#[test]
+fn a_task_comes_from_standard_input_and_a_bad_id_is_said_in_troupe_s_words() {
+    let sandbox = Sandbox::new();
+    let model = sandbox.script(json!({"rules": [{"role": "worker", "reply": [
+        {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+    ]}]}));
+    let mut command = troupe();
+    command
+        .args([
+            "spawn",
+            "--id",
+            "1",
+            "--summary",
+            "piped",
+            "--task-file",
+            "-",
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--model", &model])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"the task, from a heredoc\n")
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let task = read_json(&sandbox.agent_dir(1).join(".subagent/task.json"));
+    assert_eq!(task["task"], "the task, from a heredoc\n");
+    let bad = cli(
+        &sandbox,
+        &["spawn", "--id", "abc", "--summary", "s", "--task", "t"],
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .contains("must be a number from 1 (the agent's directory is agent_N")
+            && !bad.stderr.contains("invalid digit"),
+        "{}",
+        bad.stderr
+    );
 }
