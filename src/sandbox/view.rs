@@ -116,17 +116,30 @@ fn run_workspace(task: &TaskFile) -> Option<PathBuf> {
     results.parent().map(Path::to_path_buf)
 }
 
-/// The first directory on the way to one of the agent's paths that an
-/// unprivileged uid could not pass (no search right for others), outside
-/// the masks, which put fresh directories on the way: an agent that
-/// dropped root's uid could not reach its workspace through it.
+/// The first directory on the way to one of the agent's own paths (its
+/// workspace, its directory, the results) that an unprivileged uid could
+/// not pass (no search right for others), where the view keeps the real
+/// one: outside the masks, which put fresh directories on the way, or
+/// inside a kept path, which is put back as it is (an `--allow-read` of a
+/// `mktemp -d` directory around the workspace). An agent that dropped
+/// root's uid could not reach its workspace through it.
 pub fn closed_on_the_way(task: &TaskFile, settings: &SandboxSettings) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let masks = masks(task, settings, true);
-    kept(task, settings).into_iter().find_map(|path| {
+    let kept = kept(task, settings);
+    let real = |dir: &Path| {
+        kept.iter().any(|k| dir.starts_with(k))
+            || !masks.iter().any(|(mask, _, _)| dir.starts_with(mask))
+    };
+    let own = [
+        task.workspace.clone(),
+        task.agent_dir.clone(),
+        task.results_dir(),
+    ];
+    own.iter().find_map(|path| {
         path.ancestors()
             .skip(1)
-            .take_while(|dir| !masks.iter().any(|(mask, _, _)| dir.starts_with(mask)))
+            .filter(|dir| real(dir))
             .find(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 == 0))
             .map(Path::to_path_buf)
     })

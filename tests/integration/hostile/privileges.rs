@@ -104,3 +104,40 @@ fn commands_run_without_capabilities_or_root_s_uid_even_as_root() {
     assert_eq!(stats["uid"], 2_000_000_000, "{stats}");
     assert_eq!(stats["namespaces"][0], "user", "{stats}");
 }
+
+// Issue 43: as root, an `--allow-read` of the workspace's closed parent
+// (a `mktemp -d` directory, mode 0700) put that directory back as it is,
+// and no agent could start: "cannot prepare .../agent_1: Permission
+// denied". The agent keeps uid 0 instead, and says why, as it does for
+// any closed directory on the way to its workspace.
+#[test]
+fn an_allowed_read_of_the_workspace_s_closed_parent_lets_agents_start() {
+    if !is_root() || !crate::common::full_sandbox("closed parent") {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.ws()).unwrap();
+    let parent = sandbox.root();
+    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(parent.join("notes.txt"), "beside the workspace").unwrap();
+    let model = sandbox
+        .script(json!({"rules": [{"role": "worker", "reply": running(&["cat ../notes.txt"])}]}));
+    let run = spawn(
+        &sandbox,
+        1,
+        "read beside",
+        &model,
+        &["--allow-read", parent.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "the agent keeps uid 0: {} is closed to other users",
+            parent.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    let said = outputs(&sandbox.transcript(1)).join("\n");
+    assert!(said.contains("beside the workspace"), "{said}");
+}
