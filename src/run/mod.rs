@@ -292,6 +292,10 @@ async fn conduct(
             };
             start(owner, &plan).await?;
             if let Err(reason) = isolate(owner, &plan).await {
+                // Cut short by the run's stop, it is the run that stopped.
+                if ctx.stop.cause().is_some() {
+                    return Ok(owner.finish());
+                }
                 return Ok(isolation_failed(owner, reason));
             }
         }
@@ -314,6 +318,9 @@ async fn conduct(
                 Some(_) => Ok(()),
             };
             if let Err(reason) = held {
+                if ctx.stop.cause().is_some() {
+                    return Ok(owner.finish());
+                }
                 return Ok(isolation_failed(owner, reason));
             }
         }
@@ -462,7 +469,11 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
             let _ = ctx.isolation.set(Arc::new(trees));
             Ok(())
         }
-        Err(e) if asked == IsolationMode::Auto && owner.record().isolation.is_none() => {
+        Err(e)
+            if asked == IsolationMode::Auto
+                && owner.record().isolation.is_none()
+                && ctx.stop.cause().is_none() =>
+        {
             ctx.hold_workspace()?;
             owner
                 .emit_and_write(shared(Some(format!("no checkouts: {e}"))), |run| {

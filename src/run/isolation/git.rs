@@ -51,7 +51,9 @@ pub enum GitError {
     },
     #[error("`git {args}` did not end within {} s and was killed", CALL_LIMIT.as_secs())]
     TimedOut { args: String },
-    #[error("`git {args}` was stopped: {cause}")]
+    /// The run stopped (Ctrl-C, its deadline, its output closed) while
+    /// git was at work: said as the stop, not as the call it cut short.
+    #[error("{cause}")]
     Stopped { args: String, cause: StopCause },
 }
 

@@ -59,3 +59,41 @@ fn a_run_into_a_closed_pipe_stops_its_agents_and_seals_its_record() {
     assert_eq!(record["status"], "interrupted", "sealed: {record}");
     assert!(record["completed_at"].is_string());
 }
+
+// Issue 43: `troupe run --json | head` closing the pipe while the run set
+// up its checkouts exited 1, recorded the run `failed`, and printed the
+// git command the stop cut short. Wherever the reader goes away, it is
+// 130, `interrupted`, and troupe's own words.
+#[test]
+fn a_json_run_whose_reader_goes_away_during_set_up_is_interrupted() {
+    for bytes in [1, 200, 400, 700] {
+        let sandbox = Sandbox::new();
+        crate::isolation::repository(&sandbox);
+        let rules = vec![
+            planner(json!([step("a", &[]), step("b", &[])])),
+            worker_rule("a", worker_writes("a", 0)),
+            worker_rule("b", worker_writes("b", 0)),
+            approving_reviewer(),
+        ];
+        let model = sandbox.script(json!({"rules": rules}));
+        let troupe = env!("CARGO_BIN_EXE_troupe");
+        let err = sandbox.root().join("err");
+        let out = piped(&format!(
+            "{troupe} run goal --json --model {model} --workspace {} 2>{} | head -c {bytes} > /dev/null",
+            sandbox.ws().display(),
+            err.display()
+        ));
+        let said = std::fs::read_to_string(&err).unwrap();
+        if out.code == 0 {
+            // The run ended before the reader went away.
+            continue;
+        }
+        assert_eq!(out.code, 130, "at {bytes} bytes: {said}");
+        assert!(!said.contains("`git "), "at {bytes} bytes: {said}");
+        let record = crate::common::read_json(&run_dir(&sandbox).join("run.json"));
+        assert_eq!(
+            record["status"], "interrupted",
+            "at {bytes} bytes: {record}"
+        );
+    }
+}
