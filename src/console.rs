@@ -39,6 +39,22 @@ pub fn out(text: &str) {
     );
 }
 
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Progress lines off (`--quiet`): a script that reads `--json`, or only
+/// the exit code, hears of warnings and errors alone.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// `text` on stderr, unless progress is off: a run's lines as it goes,
+/// its plan and its summary.
+pub fn progress(text: &str) {
+    if !QUIET.load(Ordering::Relaxed) {
+        err(text);
+    }
+}
+
 /// `text` on stderr.
 pub fn err(text: &str) {
     write(
@@ -85,5 +101,13 @@ macro_rules! say {
 macro_rules! tell {
     ($($arg:tt)*) => {
         $crate::console::err(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// A line of progress on stderr, unless `--quiet`.
+#[macro_export]
+macro_rules! progress {
+    ($($arg:tt)*) => {
+        $crate::console::progress(&format!("{}\n", format_args!($($arg)*)))
     };
 }

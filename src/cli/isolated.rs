@@ -299,7 +299,7 @@ async fn apply_into(
         );
         return Ok(applied);
     }
-    crate::tell!(
+    crate::progress!(
         "troupe: applied branch {} to {}: {} written, {} removed",
         isolation.branch,
         workspace.display(),
@@ -308,17 +308,17 @@ async fn apply_into(
     );
     for path in &applied.written {
         match applied.added.contains(path) {
-            true => crate::tell!("  A {path}"),
-            false => crate::tell!("  M {path}"),
+            true => crate::progress!("  A {path}"),
+            false => crate::progress!("  M {path}"),
         }
     }
     for path in &applied.removed {
-        crate::tell!("  D {path}");
+        crate::progress!("  D {path}");
     }
     for path in &applied.merged {
         match applied.conflicted.contains(path) {
-            true => crate::tell!("  C {path} (merged with yours; conflicts marked)"),
-            false => crate::tell!("  M {path} (merged with yours)"),
+            true => crate::progress!("  C {path} (merged with yours; conflicts marked)"),
+            false => crate::progress!("  M {path} (merged with yours)"),
         }
     }
     Ok(applied)

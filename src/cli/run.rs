@@ -56,8 +56,13 @@ pub struct RunArgs {
     pub json: bool,
 
     /// Show every agent's model turns and tool calls on stderr.
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "quiet")]
     pub verbose: bool,
+
+    /// No progress on stderr (the plan, each step's lines, the summary):
+    /// warnings and errors only. With --json, the events are the output.
+    #[arg(long, short)]
+    pub quiet: bool,
 
     /// When the run ends, run this shell command; the path of its run.json
     /// is $1 and $TROUPE_RESULT there (e.g. 'notify-send done "$1"').
@@ -138,6 +143,7 @@ pub struct TeamArgs {
 }
 
 pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    crate::console::set_quiet(args.quiet);
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     let workspace = super::workspace::open_workspace(&workspace_of(&args))?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);

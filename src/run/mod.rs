@@ -307,7 +307,7 @@ async fn conduct(
             owner.emit(event, |_| {});
             let run = owner.record();
             let plan = run.live_plan();
-            crate::console::err(&render_tree(&plan, |id| {
+            crate::console::progress(&render_tree(&plan, |id| {
                 run.step(id).map(|s| s.status.as_str().to_string())
             }));
             // Killed before its isolation was chosen: chosen now, before
@@ -391,7 +391,7 @@ async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
         run.plan_summary = plan.summary.clone();
         run.steps = plan.steps.iter().map(|s| StepRecord::new(s, 0)).collect();
     });
-    crate::console::err(&render_tree(plan, |_| None));
+    crate::console::progress(&render_tree(plan, |_| None));
     Ok(())
 }
 

@@ -602,7 +602,7 @@ impl<'c> Owner<'c> {
                     file: self.ctx.show(&file),
                 };
                 self.emit(event, |_| {});
-                crate::console::err(&crate::plan::render_tree(&plan, |_| None));
+                crate::console::progress(&crate::plan::render_tree(&plan, |_| None));
             }
             Err(failure) => {
                 let event = match failure {
@@ -710,7 +710,7 @@ impl<'c> Owner<'c> {
             token_usage: usage,
         };
         self.emit(event, |_| {});
-        crate::console::err(&summary_table(&self.record));
+        crate::console::progress(&summary_table(&self.record));
         let after = self.recorder.failures();
         if after.count() > before.count() {
             let left = match after.run_json > before.run_json {

@@ -320,7 +320,7 @@ fn print_lines(lines: Receiver<ToOutput>) {
     for line in lines {
         match line {
             ToOutput::Stdout(text) => crate::console::out(&text),
-            ToOutput::Stderr(text) => crate::console::err(&text),
+            ToOutput::Stderr(text) => crate::console::progress(&text),
             ToOutput::Flush(done) => {
                 let _ = done.send(());
             }

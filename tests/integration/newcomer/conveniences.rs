@@ -348,3 +348,25 @@ fn a_run_resumes_from_its_directory_alone_with_its_own_models() {
         "b"
     );
 }
+
+// Issue 43, friction 3: `--json` had no quiet form; every line of
+// progress still went to stderr.
+#[test]
+fn quiet_leaves_stderr_to_warnings_and_errors() {
+    let sandbox = Sandbox::new();
+    crate::isolation::repository(&sandbox);
+    let quiet = run(team_command(&sandbox, one_step(0), &["--json", "-q"]));
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert_eq!(quiet.stderr, "", "nothing but warnings and errors");
+    let events: Vec<Value> = quiet
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    assert!(sandbox.ws().join("a.txt").is_file(), "applied all the same");
+    let loud = cli(&sandbox, &["run", "--resume", "last"]);
+    assert!(loud.stderr.contains("nothing to resume"), "{}", loud.stderr);
+    let both = cli(&sandbox, &["run", "goal", "-q", "-v"]);
+    assert_eq!(both.code, 2, "{}", both.stderr);
+}
