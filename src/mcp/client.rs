@@ -77,10 +77,11 @@ impl Connection {
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
+        let shim = shim_hint(program);
         let failed = |why: String| McpError::Start {
             server: server.name.clone(),
             command: command_line.clone(),
-            why,
+            why: format!("{why}{shim}"),
         };
         let mut command = Spawn::server(&server.env).command_for(program);
         command.args(args).current_dir(workspace);
@@ -224,6 +225,34 @@ impl Connection {
     }
 }
 
+/// What to allow when `program` is a version manager's shim (pyenv,
+/// rbenv, asdf, nodenv, mise: a script in a `shims` directory that reads
+/// the manager's whole root), which an agent's sandbox does not read
+/// unless asked: `; ... give --allow-read ROOT`, or nothing.
+fn shim_hint(program: &str) -> String {
+    let found = match program.contains('/') {
+        true => Some(PathBuf::from(program)),
+        false => std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|candidate| candidate.is_file())
+        }),
+    };
+    let root = found.and_then(|path| {
+        let shims = path
+            .ancestors()
+            .find(|dir| dir.file_name() == Some(std::ffi::OsStr::new("shims")))?;
+        shims.parent().map(Path::to_path_buf)
+    });
+    match root {
+        Some(root) => format!(
+            "; {program} is a shim of {root}, which runs the real program from there: give the agents --allow-read {root} (or the server's real path)",
+            root = root.display()
+        ),
+        None => String::new(),
+    }
+}
+
 /// A server's stderr, for the error that says it did not start: `; it
 /// said: ...` with its first and last lines (where an interpreter names
 /// the file it could not open, and where a traceback ends), or nothing.
@@ -266,5 +295,31 @@ impl ServerLog {
 
     pub fn path(&self) -> PathBuf {
         self.dir.path().join(&self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shim_hint;
+
+    // Issue 43, friction 6: a server started through a pyenv shim failed
+    // under the sandbox, and the error did not say what to allow.
+    #[test]
+    fn a_shim_names_its_manager_s_root() {
+        let home = tempfile::tempdir().unwrap();
+        let shims = home.path().join(".pyenv/shims");
+        std::fs::create_dir_all(&shims).unwrap();
+        std::fs::write(shims.join("python3"), "#!/bin/sh\n").unwrap();
+        let program = shims.join("python3").display().to_string();
+        let hint = shim_hint(&program);
+        assert!(
+            hint.contains(&format!(
+                "is a shim of {}, which runs the real program from there: give the agents --allow-read {}",
+                home.path().join(".pyenv").display(),
+                home.path().join(".pyenv").display()
+            )),
+            "{hint}"
+        );
+        assert_eq!(shim_hint("/usr/bin/env"), "");
     }
 }
