@@ -35,7 +35,7 @@ pub struct SpawnArgs {
     pub id: u32,
 
     /// A one-line summary of the task, at most 80 characters (it names
-    /// the agent in `troupe agents` and its transcript).
+    /// the agent in `troupe status` and its transcript).
     #[arg(long, value_name = "TEXT")]
     pub summary: String,
 
