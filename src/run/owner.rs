@@ -645,9 +645,11 @@ impl<'c> Owner<'c> {
     /// Ends the run as `status`: totals, `run_finished`, the summary; the
     /// exit code. A run whose records could not all be written (a full
     /// disk) ends as failed instead, with that as its reason: what is on
-    /// disk may miss what happened. When even its last record cannot be
-    /// written, run.json stays as it was (a reader sees the run died),
-    /// troupe says so, and the exit code is a failure's.
+    /// disk may miss what happened. When its last record cannot be written
+    /// either, it is written in the space the recorder kept as the run
+    /// started; only when even that fails does run.json stay as it was (a
+    /// reader sees the run died), which troupe says. The exit code is a
+    /// failure's.
     pub fn close(&mut self, status: RunStatus, exit_code: u8) -> u8 {
         let before = self.recorder.failures();
         let unrecorded = before.first.as_ref().map(|first| {
@@ -712,17 +714,28 @@ impl<'c> Owner<'c> {
         self.emit(event, |_| {});
         crate::console::progress(&summary_table(&self.record));
         let after = self.recorder.failures();
+        let run_dir = self.ctx.run_dir.clone();
         if after.count() > before.count() {
-            let left = match after.run_json > before.run_json {
-                true => "run.json still says what it said last, and readers show the run as died",
-                false => "events.jsonl misses it",
+            let why = after.last.as_deref().unwrap_or("a write failed");
+            let ended = match after.run_json > before.run_json {
+                true => self.recorder.write_end_in_reserve(&run_dir, &self.record),
+                false => Ok(()),
             };
-            crate::tell!(
-                "troupe: the run's end could not be recorded ({}); {left}",
-                after.last.as_deref().unwrap_or("a write failed")
-            );
+            match (ended, after.run_json > before.run_json) {
+                (Ok(()), true) => crate::tell!(
+                    "troupe: the run's end could not be recorded as it went ({why}); run.json says it, written in the space troupe kept for it"
+                ),
+                (Ok(()), false) => crate::tell!(
+                    "troupe: the run's end could not be recorded ({why}); events.jsonl misses it"
+                ),
+                (Err(kept), _) => crate::tell!(
+                    "troupe: the run's end could not be recorded ({why}; nor in the space kept for it: {kept}); run.json still says what it said last, and readers show the run as died"
+                ),
+            }
+            super::recorder::Recorder::release_reserve(&run_dir);
             return EXIT_FAILED;
         }
+        super::recorder::Recorder::release_reserve(&run_dir);
         exit_code
     }
 }

@@ -93,6 +93,15 @@ struct EventLine<'a> {
     event: &'a RunEvent,
 }
 
+/// The space a run keeps for its last record: written as it starts, freed
+/// only to write the run's end when the disk filled meanwhile, so that
+/// `run.json` says how the run ended even then.
+const RESERVE: &str = "reserved-for-the-end";
+
+/// How much it keeps: room for a run.json of some hundred steps written
+/// beside the one it replaces.
+const RESERVE_BYTES: usize = 2 << 20;
+
 impl Recorder {
     /// Opens the run's records in `run_dir` and writes the first run.json
     /// before it returns.
@@ -128,7 +137,35 @@ impl Recorder {
         };
         recorder.save(record);
         recorder.flush();
+        // Real blocks (zeros written, not a sparse length): a disk that
+        // fills later cannot take them back. One that cannot be kept now
+        // only means the end may go unrecorded on a full disk, as before.
+        let _ = crate::fsutil::write_atomic(
+            &run_dir.join(RESERVE),
+            &vec![0u8; RESERVE_BYTES],
+            Durability::Atomic,
+        );
         Ok(recorder)
+    }
+
+    /// Writes `record` as the run's last run.json in the space kept for
+    /// it, after a write of it failed (a full disk); the reason it could
+    /// not be written otherwise, when it could not be written at all.
+    pub fn write_end_in_reserve(&self, run_dir: &Path, record: &RunRecord) -> Result<(), String> {
+        let freed = std::fs::remove_file(run_dir.join(RESERVE));
+        let written =
+            crate::fsutil::write_json_atomic(&run_dir.join("run.json"), record, Durability::Commit);
+        match (freed, written) {
+            (_, Ok(())) => Ok(()),
+            (Err(e), Err(_)) => Err(format!("no space was kept for it: {e}")),
+            (Ok(()), Err(e)) => Err(e.to_string()),
+        }
+    }
+
+    /// The space kept for the run's end, given back once the end is on
+    /// disk.
+    pub fn release_reserve(run_dir: &Path) {
+        let _ = std::fs::remove_file(run_dir.join(RESERVE));
     }
 
     pub fn elapsed_seconds(&self) -> f64 {

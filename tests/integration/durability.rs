@@ -131,3 +131,63 @@ fn a_new_directory_is_flushed_into_its_parent() {
         "the results directory is flushed once agent_1 is made in it:\n{text}"
     );
 }
+
+// Issue 43: on a full disk run.json stayed `running`, every step
+// `pending`, though troupe said the end could not be recorded. The run
+// keeps space for its end as it starts, and writes its end there. The
+// workspace is a 4 MiB tmpfs in a mount namespace of the test's own,
+// which a worker fills; the record is read inside it.
+#[test]
+fn a_run_on_a_full_disk_ends_recorded_as_failed() {
+    if !nix::unistd::geteuid().is_root() || !present("full disk", "unshare", true) {
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let fs = sandbox.root().join("fs");
+    std::fs::create_dir_all(&fs).unwrap();
+    let ws = fs.join("ws");
+    let rules = vec![
+        crate::team::planner(json!([
+            crate::team::step("a", &[]),
+            crate::team::step("b", &["a"])
+        ])),
+        crate::team::worker_rule(
+            "a",
+            crate::hostile::running(&[
+                "dd if=/dev/zero of=fill bs=64k count=1000 2>/dev/null; true",
+            ]),
+        ),
+        crate::team::worker_rule("b", crate::team::worker_writes("b", 0)),
+        crate::team::approving_reviewer(),
+    ];
+    let model = sandbox.script(json!({"rules": rules}));
+    let troupe = env!("CARGO_BIN_EXE_troupe");
+    let script = format!(
+        "mount -t tmpfs -o size=4m tmpfs {fs} && mkdir {ws} && {troupe} run goal --model {model} --workspace {ws} --isolation shared --sandbox off --max-replans 0 2>{err}; echo \"exit=$?\"; cat {ws}/sub_agent_results/run_*/run.json",
+        fs = fs.display(),
+        ws = ws.display(),
+        err = sandbox.root().join("err").display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let said = std::fs::read_to_string(sandbox.root().join("err")).unwrap_or_default();
+    assert!(stdout.starts_with("exit=1\n"), "{stdout}\n{said}");
+    let record: serde_json::Value = serde_json::from_str(&stdout["exit=1\n".len()..])
+        .unwrap_or_else(|e| panic!("run.json: {e}\n{stdout}\n{said}"));
+    assert_eq!(record["status"], "failed", "{record}");
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the run's records could not all be written"),
+        "{record}"
+    );
+    assert!(record["completed_at"].is_string(), "{record}");
+    assert!(
+        said.contains("written in the space troupe kept for it"),
+        "{said}"
+    );
+}
