@@ -295,8 +295,8 @@ async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
             };
             if json {
                 crate::say!("{line}");
-            } else {
-                crate::say!("{}", event_line(&event));
+            } else if let Some(said) = event_line(&event) {
+                crate::say!("{said}");
             }
             match event["type"].as_str() {
                 Some("run_finished") => finished = true,
@@ -328,8 +328,46 @@ async fn follow_run(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// An event as the run printed it on stderr: its time and its line, and
+/// for the plan and the end (which the run shows as a tree and a table)
+/// one line each; `None` for one the run does not print. An event troupe
+/// cannot read as one of its own (an older troupe's) is shown with its
+/// fields.
+fn event_line(event: &serde_json::Value) -> Option<String> {
+    let seconds = event["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
+    let Ok(read) = serde_json::from_value::<crate::run::RunEvent>(event.clone()) else {
+        return Some(fields_line(event));
+    };
+    let said = match read {
+        crate::run::RunEvent::PlanReady {
+            summary,
+            steps,
+            levels,
+            ..
+        } => Some(format!(
+            "plan: {summary} ({} in {})",
+            crate::text::count(steps as u64, "step"),
+            crate::text::count(levels as u64, "level")
+        )),
+        crate::run::RunEvent::RunFinished {
+            status,
+            completed,
+            failed,
+            skipped,
+            unreviewed,
+            seconds,
+            ..
+        } => Some(format!(
+            "run {}: {completed} completed, {failed} failed, {skipped} skipped, {unreviewed} unreviewed; {seconds:.1} s",
+            status.as_str()
+        )),
+        other => other.human_line(),
+    };
+    said.map(|line| format!("[{seconds:6.1}s] {line}"))
+}
+
 /// An event as one line: its time, its type, its fields.
-fn event_line(event: &serde_json::Value) -> String {
+fn fields_line(event: &serde_json::Value) -> String {
     let seconds = event["elapsed_ms"].as_f64().unwrap_or(0.0) / 1000.0;
     let mut line = format!("[{seconds:7.1}s] {}", event["type"].as_str().unwrap_or("?"));
     if let Some(fields) = event.as_object() {

@@ -251,7 +251,7 @@ pub struct SentBack {
 }
 
 /// Who sent an attempt back, which its retry's brief names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SentBackBy {
     /// The step's reviewer rejected it.

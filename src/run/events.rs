@@ -10,7 +10,7 @@ use crate::record::RunStatus;
 use crate::text::excerpt;
 
 /// A run-wide limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// `--max-agents` or `--max-tokens`.
@@ -19,7 +19,7 @@ pub enum Limit {
     Deadline,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     RunStarted {

@@ -57,7 +57,7 @@ pub use self::planner::{PlanFailure, Planner, ReplanContext};
 pub use self::resume::find_run;
 pub use self::runner::{AgentRequest, AgentRunner, ProcessRunner, RoleModel, RunFuture};
 
-use self::events::RunEvent;
+pub use self::events::RunEvent;
 use self::owner::Owner;
 use self::resume::{ResumeError, Resumed};
 use self::wiring::{Agents, Wiring};

@@ -97,19 +97,26 @@ fn follow_tails_a_run_until_it_ends() {
     let mut child = child;
     assert!(child.wait().unwrap().success());
     assert_eq!(followed.code, 0, "{}", followed.stderr);
+    // The run's own lines (issue 43: it printed `key=value` events).
     let lines: Vec<&str> = followed.stdout.lines().collect();
     assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("step_started") && l.ends_with("step=a")),
+        lines.iter().any(|l| l.ends_with("a  started (attempt 1)")),
         "{}",
         followed.stdout
     );
     assert!(
-        lines.last().unwrap().contains("run_finished"),
+        lines
+            .last()
+            .unwrap()
+            .contains("] run completed: 1 completed, 0 failed"),
         "{}",
         followed.stdout
     );
+    assert!(!followed.stdout.contains("step="), "{}", followed.stdout);
+    // --json gives the events themselves.
+    let events = cli(&sandbox, &["show", "last", "--follow", "--json"]);
+    let last: Value = serde_json::from_str(events.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_finished");
 }
 
 #[test]
