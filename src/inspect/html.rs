@@ -59,6 +59,9 @@ pub fn report(seen: &SeenRun) -> String {
     if let Some(note) = seen.died_note() {
         out.push_str(&format!("<p class=\"died\">{}</p>\n", xml(&note)));
     }
+    if let Some(resumed) = resumes(workspace, run) {
+        out.push_str(&format!("<p class=\"resumed\">{}</p>\n", xml(&resumed)));
+    }
     out.push_str("<h2>Plan</h2>\n");
     out.push_str(&svg(&plan, &status));
     out.push_str("<h2>Steps</h2>\n<table class=\"steps\"><tr><th>step</th><th>status</th><th>attempts</th><th>outcome</th><th>duration</th><th>tokens</th><th>description</th></tr>\n");
@@ -76,6 +79,7 @@ pub fn report(seen: &SeenRun) -> String {
     }
     out.push_str("</table>\n");
     out.push_str(&changes(run));
+    out.push_str(&planner_section(workspace, run));
     out.push_str("<h2>Agents</h2>\n");
     for step in &run.steps {
         for attempt in &step.attempts {
@@ -108,11 +112,12 @@ fn changes(run: &RunRecord) -> String {
             };
             let stat = change.stat.lines().last().unwrap_or("nothing").trim();
             out.push_str(&format!(
-                "<tr><td class=\"id\">{id}</td><td>{n}</td><td><code>{base}</code></td><td>{stat}</td><td><code>{merge}</code></td><td>{conflicts}</td></tr>\n",
+                "<tr><td class=\"id\">{id}</td><td>{n}</td><td><code>{base}</code></td><td>{stat}{diff}</td><td><code>{merge}</code></td><td>{conflicts}</td></tr>\n",
                 id = xml(&step.id),
                 n = attempt.attempt,
                 base = short(&change.base),
                 stat = xml(stat),
+                diff = diff_of(Path::new(&run.workspace), change.diff.as_deref()),
                 merge = change.merge.as_deref().map(short).unwrap_or_default(),
                 conflicts = xml(&change.conflicts.join(", ")),
             ));
@@ -120,6 +125,67 @@ fn changes(run: &RunRecord) -> String {
     }
     out.push_str("</table>\n");
     out
+}
+
+/// The most of one attempt's diff a report carries; the rest is named.
+const DIFF_IN_REPORT: u64 = 64 * 1024;
+
+/// An attempt's diff (`diff`, shown relative to `workspace`), collapsed,
+/// at most `DIFF_IN_REPORT` bytes of it.
+fn diff_of(workspace: &Path, diff: Option<&str>) -> String {
+    let Some(diff) = diff else {
+        return String::new();
+    };
+    let path = workspace.join(diff);
+    match crate::fsutil::read_head(&path, DIFF_IN_REPORT) {
+        Ok((text, cut)) if !text.is_empty() => format!(
+            "<details class=\"diff\"><summary>diff</summary><pre>{}</pre>{}</details>",
+            xml(&text),
+            match cut {
+                true => format!(
+                    "<p>(its first {DIFF_IN_REPORT} bytes; all of it is in {})</p>",
+                    xml(diff)
+                ),
+                false => String::new(),
+            }
+        ),
+        _ => String::new(),
+    }
+}
+
+/// How often the run was interrupted and taken up again, from its
+/// events; `None` for a run that never was.
+fn resumes(workspace: &Path, run: &RunRecord) -> Option<String> {
+    let events = workspace.join(&run.run_dir).join("events.jsonl");
+    let text = crate::fsutil::read_record(&events).ok()?;
+    let resumed = text
+        .lines()
+        .filter(|line| line.contains("\"type\":\"run_resumed\""))
+        .count();
+    (resumed > 0).then(|| {
+        format!(
+            "interrupted and resumed {}",
+            match resumed {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            }
+        )
+    })
+}
+
+/// The Planner's conversation: how the plan (and each replan) came to be.
+fn planner_section(workspace: &Path, run: &RunRecord) -> String {
+    let path = workspace
+        .join(&run.run_dir)
+        .join("planner")
+        .join("conversations.json");
+    match crate::transcript::load(&path) {
+        Ok(doc) => format!(
+            "<h2>Planner</h2>\n<details class=\"agent\" data-agent=\"planner\"><summary>the Planner's conversation</summary>\n{}</details>\n",
+            super::html_messages::messages(&doc.messages)
+        ),
+        Err(_) => String::new(),
+    }
 }
 
 /// What became of a step, in one line: its reason when it did not

@@ -101,7 +101,7 @@ fn a_killed_run_is_shown_as_died_with_its_resume_and_resume_completes_it() {
     let followed = cli(&sandbox, &["show", &run_id, "--follow"]);
     assert_eq!(followed.code, 1, "{}", followed.stderr);
     assert!(
-        followed.stdout.contains("step_started") && followed.stdout.contains("the run died"),
+        followed.stdout.contains("started (attempt 1)") && followed.stdout.contains("the run died"),
         "{}",
         followed.stdout
     );
@@ -141,6 +141,12 @@ fn a_killed_run_is_shown_as_died_with_its_resume_and_resume_completes_it() {
     assert!(
         runs.contains("completed") && !runs.contains("died"),
         "{runs}"
+    );
+    // Issue 43, friction 8: the report says it was taken up again.
+    let page = cli(&sandbox, &["report", &run_id]).stdout;
+    assert!(
+        page.contains("<p class=\"resumed\">interrupted and resumed once</p>"),
+        "{page}"
     );
 }
 

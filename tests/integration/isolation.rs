@@ -140,6 +140,14 @@ fn parallel_changes_to_one_file_both_land() {
     assert_eq!(report.code, 0, "{}", report.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<h2>Changes</h2>") && html.contains("troupe/run_"));
+    // Issue 43, friction 8: each change's diff (collapsed) and the
+    // Planner's conversation.
+    assert!(
+        html.contains("<details class=\"diff\"><summary>diff</summary><pre>")
+            && html.contains("-eight\n+EIGHT"),
+        "{html}"
+    );
+    assert!(html.contains("<h2>Planner</h2>"), "{html}");
 }
 
 #[test]
@@ -1014,6 +1022,11 @@ fn a_completed_run_whose_apply_did_not_happen_is_resumed_into_the_workspace() {
         listed.stdout.contains("not applied yet"),
         "{}",
         listed.stdout
+    );
+    let page = cli(&sandbox, &["report", &run_id]).stdout;
+    assert!(
+        page.contains("<p class=\"apply\">not applied yet"),
+        "{page}"
     );
 
     let resumed = cli(&sandbox, &["run", "--resume", &run_id]);
