@@ -181,7 +181,7 @@ fn planner_section(workspace: &Path, run: &RunRecord) -> String {
         .join("conversations.json");
     match crate::transcript::load(&path) {
         Ok(doc) => format!(
-            "<h2>Planner</h2>\n<details class=\"agent\" data-agent=\"planner\"><summary>the Planner's conversation</summary>\n{}</details>\n",
+            "<h2>Planner</h2>\n<details class=\"planner\"><summary>the Planner's conversation</summary>\n{}</details>\n",
             super::html_messages::messages(&doc.messages)
         ),
         Err(_) => String::new(),
