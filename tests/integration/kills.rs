@@ -395,13 +395,24 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
         slow,
         &["--isolation", "shared", "--max-replans", "0"],
     );
-    wait_for("s2's worker, and s1's end in the journal", || {
-        crate::faults::first_run(&sandbox).is_some_and(|run| {
-            let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
-            run.join("s2/worker-1/.subagent").is_dir()
-                && journal.contains(r#""type":"step_completed","step":"s1""#)
-        })
-    });
+    // run.json too must hold s1's review, which the test takes back out
+    // below: under load it is written a moment after the journal's line
+    // (it once was not there yet, and the test indexed a null).
+    wait_for(
+        "s2's worker, and s1's end in the journal and run.json",
+        || {
+            crate::faults::first_run(&sandbox).is_some_and(|run| {
+                let journal = std::fs::read_to_string(run.join("events.jsonl")).unwrap_or_default();
+                let record: serde_json::Value = std::fs::read_to_string(run.join("run.json"))
+                    .ok()
+                    .and_then(|text| serde_json::from_str(&text).ok())
+                    .unwrap_or_default();
+                run.join("s2/worker-1/.subagent").is_dir()
+                    && journal.contains(r#""type":"step_completed","step":"s1""#)
+                    && record["steps"][0]["attempts"][0]["reviews"][0].is_object()
+            })
+        },
+    );
     troupe.kill().unwrap();
     wait_exit(&mut troupe);
     let dir = run_dir(&sandbox);
