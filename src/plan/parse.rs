@@ -57,8 +57,6 @@ pub enum PlanError {
         first: usize,
         second: usize,
     },
-    #[error("the id `{id}` is already taken by a step of this run")]
-    TakenId { id: String },
     #[error("step `{step}` depends on `{dependency}`, which no step declares")]
     UnknownDependency { step: String, dependency: String },
     #[error(
@@ -77,7 +75,7 @@ pub enum PlanError {
 
 /// A plan for a fresh run.
 pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
-    parse_plan_with(text, &HashSet::new(), &HashSet::new())
+    parse_plan_with(text, &HashSet::new(), &HashSet::new()).map(|(plan, _)| plan)
 }
 
 const PLAN_FIELDS: &[&str] = &["summary", "steps"];
@@ -119,7 +117,7 @@ pub fn parse_plan_file(text: &str) -> Result<Plan, PlanError> {
             }
         }
     }
-    plan_from(&value, &HashSet::new(), &HashSet::new())
+    plan_from(&value, &HashSet::new(), &HashSet::new()).map(|(plan, _)| plan)
 }
 
 fn known_fields(
@@ -138,14 +136,17 @@ fn known_fields(
     }
 }
 
-/// A replan of a run under way: its steps may not reuse the ids in `taken`
-/// (every step the run already has), and may depend on those in `done`
-/// (the completed ones).
+/// A replan of a run under way: its steps may depend on the ids in `done`
+/// (the completed ones); one that reuses an id in `taken` (every step the
+/// run already has) is renamed `ID-2` (or the next number free), and the
+/// plan's own dependencies on it follow it. Each renaming is returned, old
+/// id first: a Planner that names a step as before is not a reason to end
+/// the run.
 pub fn parse_plan_with(
     text: &str,
     taken: &HashSet<String>,
     done: &HashSet<String>,
-) -> Result<Plan, PlanError> {
+) -> Result<(Plan, Vec<(String, String)>), PlanError> {
     let object = first_json_object(text).ok_or_else(|| PlanError::NoJson {
         excerpt: excerpt(text, 200),
     })?;
@@ -161,7 +162,7 @@ fn plan_from(
     value: &Map<String, Value>,
     taken: &HashSet<String>,
     done: &HashSet<String>,
-) -> Result<Plan, PlanError> {
+) -> Result<(Plan, Vec<(String, String)>), PlanError> {
     let summary = match value.get("summary") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
@@ -185,18 +186,44 @@ fn plan_from(
     if list.is_empty() {
         return Err(PlanError::NoSteps);
     }
-    let steps = list
+    let mut steps = list
         .iter()
         .enumerate()
         .map(|(i, value)| step_from(i + 1, value))
         .collect::<Result<Vec<_>, _>>()?;
+    let renamed = rename_taken(&mut steps, taken);
     let plan = Plan { summary, steps };
-    check_ids(&plan, taken)?;
+    check_ids(&plan)?;
     check_dependencies(&plan, taken, done)?;
     if let Some(cycle) = find_cycle(&plan) {
         return Err(PlanError::Cycle { cycle });
     }
-    Ok(plan)
+    Ok((plan, renamed))
+}
+
+/// Gives each step whose id is in `taken` the first `ID-N` (N from 2)
+/// that neither the run nor the plan uses, and points the plan's
+/// dependencies on it there; the renamings.
+fn rename_taken(steps: &mut [Step], taken: &HashSet<String>) -> Vec<(String, String)> {
+    let mut used: HashSet<String> = taken.iter().cloned().collect();
+    used.extend(steps.iter().map(|s| s.id.clone()));
+    let mut renamed = Vec::new();
+    for step in steps.iter_mut().filter(|s| taken.contains(&s.id)) {
+        let new = (2..)
+            .map(|n| format!("{}-{n}", step.id))
+            .find(|id| !used.contains(id))
+            .unwrap_or_default();
+        used.insert(new.clone());
+        renamed.push((std::mem::replace(&mut step.id, new.clone()), new));
+    }
+    for step in steps.iter_mut() {
+        for dep in &mut step.dependencies {
+            if let Some((_, new)) = renamed.iter().find(|(old, _)| old == dep) {
+                *dep = new.clone();
+            }
+        }
+    }
+    renamed
 }
 
 fn step_from(number: usize, value: &Value) -> Result<Step, PlanError> {
@@ -300,14 +327,9 @@ fn reserved(id: &str) -> bool {
     OWN.contains(&lower.as_str()) || ENDINGS.iter().any(|end| lower.ends_with(end))
 }
 
-fn check_ids(plan: &Plan, taken: &HashSet<String>) -> Result<(), PlanError> {
+fn check_ids(plan: &Plan) -> Result<(), PlanError> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, step) in plan.steps.iter().enumerate() {
-        if taken.contains(&step.id) {
-            return Err(PlanError::TakenId {
-                id: step.id.clone(),
-            });
-        }
         if let Some(first) = seen.insert(&step.id, i + 1) {
             return Err(PlanError::DuplicateId {
                 id: step.id.clone(),
@@ -422,19 +444,17 @@ mod tests {
     }
 
     #[test]
-    fn replans_may_depend_on_done_steps_but_not_reuse_them() {
+    fn replans_may_depend_on_done_steps_and_a_reused_id_is_renamed() {
         let done: HashSet<String> = ["step_1".to_string()].into();
         let taken: HashSet<String> = ["step_1".to_string(), "step_2".to_string()].into();
         let text = r#"{"steps":[{"id":"step_3","description":"x","dependencies":["step_1"]}]}"#;
         assert!(parse_plan_with(text, &taken, &done).is_ok());
-        let text = r#"{"steps":[{"id":"step_1","description":"x"}]}"#;
-        let reused = parse_plan_with(text, &taken, &done);
-        assert_eq!(
-            reused,
-            Err(PlanError::TakenId {
-                id: "step_1".into()
-            })
-        );
+        // A taken id is renamed, and the plan's own dependencies follow.
+        let text = r#"{"steps":[{"id":"step_1","description":"x"},{"id":"step_1-2","description":"y"},{"id":"z","description":"z","dependencies":["step_1"]}]}"#;
+        let (plan, renamed) = parse_plan_with(text, &taken, &done).unwrap();
+        assert_eq!(renamed, [("step_1".to_string(), "step_1-3".to_string())]);
+        assert_eq!(plan.steps[0].id, "step_1-3");
+        assert_eq!(plan.steps[2].dependencies, ["step_1-3"]);
         let text = r#"{"steps":[{"id":"step_3","description":"x","dependencies":["step_2"]}]}"#;
         let unfinished = parse_plan_with(text, &taken, &done);
         assert!(matches!(

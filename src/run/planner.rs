@@ -172,7 +172,14 @@ impl Planner {
         let span = Span::under(self.trace, span_name);
         let planned = match self.ask(question, &span).await {
             Ok(answer) => match parse_plan_with(&answer, taken, done) {
-                Ok(plan) => self.within_ceiling(plan, answer),
+                Ok((plan, renamed)) => {
+                    for (old, new) in &renamed {
+                        crate::tell!(
+                            "troupe: the Planner named a new step `{old}`, an id this run has: it is `{new}`"
+                        );
+                    }
+                    self.within_ceiling(plan, answer)
+                }
                 Err(e) => Err(PlanFailure::Invalid {
                     reason: e.to_string(),
                     answer,

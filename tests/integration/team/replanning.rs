@@ -130,3 +130,37 @@ fn completed_steps_feed_the_replan_and_a_good_replan_completes_the_run() {
         "{text}"
     );
 }
+
+// Issue 43: a replan that named a step as the run already had ended the
+// run ("the id `step_1` is already taken"). The new step is renamed, the
+// replan's own dependencies follow it, and the run goes on.
+#[test]
+fn a_replan_that_reuses_a_step_s_id_has_it_renamed_and_the_run_goes_on() {
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        json!({"role": "planner", "reply": [
+            plan_reply(json!([step("step_1", &[])])),
+            plan_reply(json!([step("step_1", &[]), step("check", &["step_1"])]))
+        ]}),
+        json!({"role": "worker", "step": "step_1", "reply": [
+            {"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "could not do it"}}]}
+        ]}),
+        json!({"role": "worker", "reply": [
+            {"tool_calls": [{"name": "finish_task", "arguments": {"success": true, "summary": "done"}}]}
+        ]}),
+        approving_reviewer(),
+    ];
+    let team = team_run(&sandbox, rules, &["--max-replans", "1"]);
+    assert_eq!(team.run.code, 0, "stderr:\n{}", team.run.stderr);
+    assert!(
+        team.run.stderr.contains(
+            "the Planner named a new step `step_1`, an id this run has: it is `step_1-2`"
+        ),
+        "{}",
+        team.run.stderr
+    );
+    assert_eq!(team.step("step_1")["status"], "replaced");
+    assert_eq!(team.step("step_1-2")["status"], "completed");
+    assert_eq!(team.step("check")["dependencies"], json!(["step_1-2"]));
+    assert_eq!(team.step("check")["status"], "completed");
+}
