@@ -117,6 +117,14 @@ impl<'c> Owner<'c> {
             if running.is_empty() {
                 match replan_due.take() {
                     Some(reason) if ctx.stop.cause().is_none() => {
+                        // A spent budget starts no step of a new plan
+                        // either: the run ends on it.
+                        if let Some(exhausted) = ctx.budget.exhausted() {
+                            if !limit_noted {
+                                self.note_stop(StopCause::Budget(exhausted));
+                            }
+                            break;
+                        }
                         self.replan(planner, reason).await;
                         continue;
                     }
