@@ -12,6 +12,7 @@ use super::agents::Place;
 use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
 use crate::record::{ApplyRecord, ApplyState, RunRecord, RunStatus, StepRecord, StepStatus};
+use crate::run::RunEvent;
 use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::telemetry::Span;
 use crate::text::count;
@@ -234,12 +235,36 @@ async fn clean_branches(place: &Place) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `applied` leaves in the run's record: what it wrote, or why it
-/// did not. Another troupe at work on the workspace leaves it pending. A
-/// record that cannot be written is said: the workspace is right, and
-/// `troupe show` would say the apply is still due.
-fn record_apply(run_dir: &Path, applied: &Result<Applied, ApplyError>) {
-    let apply = match applied {
+/// `event`, after the run's end (its recorder gone): appended to its
+/// `events.jsonl`, and on stdout with `--json`, as the run's own events
+/// are. A line that cannot be appended is said.
+fn append_event(run_dir: &Path, record: &RunRecord, event: &RunEvent, json: bool) {
+    let now = chrono::Utc::now();
+    let mut line = serde_json::json!({
+        "at": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "elapsed_ms": (now - record.created_at).num_milliseconds().max(0),
+    });
+    if let (Some(line), Ok(serde_json::Value::Object(fields))) =
+        (line.as_object_mut(), serde_json::to_value(event))
+    {
+        line.extend(fields);
+    }
+    let text = format!("{line}\n");
+    let path = run_dir.join("events.jsonl");
+    let appended = crate::fsutil::open_append(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()));
+    if let Err(e) = appended {
+        crate::tell!("troupe: cannot append to {}: {e}", path.display());
+    }
+    if json {
+        crate::console::out(&text);
+    }
+}
+
+/// What `applied` says of the apply: what it wrote, or why it did not;
+/// pending still when another troupe was at work on the workspace.
+fn apply_record(applied: &Result<Applied, ApplyError>) -> ApplyRecord {
+    match applied {
         Ok(done) => ApplyRecord {
             state: ApplyState::Applied,
             written: done.written.clone(),
@@ -249,13 +274,26 @@ fn record_apply(run_dir: &Path, applied: &Result<Applied, ApplyError>) {
             conflicted: done.conflicted.clone(),
             reason: None,
         },
-        Err(ApplyError::Busy(_)) => return,
         Err(e) => ApplyRecord {
-            state: ApplyState::Refused,
+            state: match e {
+                ApplyError::Busy(_) => ApplyState::Pending,
+                _ => ApplyState::Refused,
+            },
             reason: Some(e.to_string()),
             ..ApplyRecord::default()
         },
-    };
+    }
+}
+
+/// What `applied` leaves in the run's record. A pending one (another
+/// troupe at work on the workspace) leaves the record as it is. A record
+/// that cannot be written is said: the workspace is right, and `troupe
+/// show` would say the apply is still due.
+fn record_apply(run_dir: &Path, applied: &Result<Applied, ApplyError>) {
+    let apply = apply_record(applied);
+    if apply.state == ApplyState::Pending {
+        return;
+    }
     let path = run_dir.join("run.json");
     let written = load_run(run_dir)
         .map_err(std::io::Error::other)
@@ -328,7 +366,13 @@ async fn apply_into(
 /// `--no-apply`, and only when it completed), or where the result is and
 /// the command that applies it; and the checkouts kept. The exit code
 /// stays the run's, but a refused apply makes a completed run's 1.
-pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8, run: &Span) -> u8 {
+pub async fn after_run(
+    run_dir: &Path,
+    apply_result: bool,
+    exit_code: u8,
+    run: &Span,
+    json: bool,
+) -> u8 {
     let Ok(record) = load_run(run_dir) else {
         return exit_code;
     };
@@ -345,8 +389,14 @@ pub async fn after_run(run_dir: &Path, apply_result: bool, exit_code: u8, run: &
     match (apply_result, record.status == RunStatus::Completed) {
         (true, true) => {
             let span = run.child("troupe.apply");
-            let applied = apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse, span);
-            match applied.await {
+            let applied =
+                apply_into(&isolation, &workspace, run_dir, Meanwhile::Refuse, span).await;
+            let event = RunEvent::Applied {
+                branch: isolation.branch.clone(),
+                apply: apply_record(&applied),
+            };
+            append_event(run_dir, &record, &event, json);
+            match applied {
                 Ok(_) => {}
                 // Applying later would meet the same links.
                 Err(e @ ApplyError::LeadsOut { .. }) => {

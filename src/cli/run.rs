@@ -181,7 +181,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             record.run_id
         );
         let span = run_span(&start, Some(record));
-        let code = super::isolated::after_run(run_dir, true, 0, &span).await;
+        let code = super::isolated::after_run(run_dir, true, 0, &span, args.json).await;
         run_ended(&span, run_dir, code);
         return Ok(ExitCode::from(code));
     }
@@ -276,6 +276,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
         !args.team.no_apply,
         outcome.exit_code,
         &span,
+        args.json,
     )
     .await;
     run_ended(&span, &outcome.run_dir, code);

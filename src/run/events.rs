@@ -233,6 +233,14 @@ pub enum RunEvent {
         seconds: f64,
         token_usage: Usage,
     },
+    /// The run's result brought into the workspace after its end (not
+    /// with `--no-apply`): what was written, or why it was not. The one
+    /// event after `run_finished`.
+    Applied {
+        branch: String,
+        #[serde(flatten)]
+        apply: crate::record::ApplyRecord,
+    },
 }
 
 impl RunEvent {
@@ -484,6 +492,25 @@ impl RunEvent {
             RunEvent::StepInterrupted { step, reason, .. } => {
                 format!("{step}  interrupted: {reason}")
             }
+            RunEvent::Applied { branch, apply } => match apply.state {
+                crate::record::ApplyState::Applied => format!(
+                    "applied branch {branch} to the workspace: {} written ({} new), {} removed{}",
+                    apply.written.len(),
+                    apply.added.len(),
+                    apply.removed.len(),
+                    match apply.conflicted.is_empty() {
+                        true => String::new(),
+                        false => format!(", conflict markers in {}", apply.conflicted.join(", ")),
+                    }
+                ),
+                _ => format!(
+                    "not applied: {}",
+                    apply
+                        .reason
+                        .as_deref()
+                        .unwrap_or("another troupe holds the workspace")
+                ),
+            },
             RunEvent::RunResumed { run_id, steps } => {
                 format!(
                     "resuming {run_id}: {} to run again ({})",

@@ -362,7 +362,11 @@ fn a_run_resumes_from_its_directory_alone_with_its_own_models() {
 fn quiet_leaves_stderr_to_warnings_and_errors() {
     let sandbox = Sandbox::new();
     crate::isolation::repository(&sandbox);
-    let quiet = run(team_command(&sandbox, one_step(0), &["--json", "-q"]));
+    let quiet = run(team_command(
+        &sandbox,
+        one_step(0),
+        &["--json", "-q", "--isolation", "worktree"],
+    ));
     assert_eq!(quiet.code, 0, "{}", quiet.stderr);
     assert_eq!(quiet.stderr, "", "nothing but warnings and errors");
     let events: Vec<Value> = quiet
@@ -370,7 +374,26 @@ fn quiet_leaves_stderr_to_warnings_and_errors() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    // The apply is an event too, after the run's end (friction 4).
+    let n = events.len();
+    assert_eq!(events[n - 2]["type"], "run_finished");
+    let applied = &events[n - 1];
+    assert_eq!(applied["type"], "applied", "{applied}");
+    assert_eq!(applied["state"], "applied", "{applied}");
+    assert_eq!(applied["written"], json!(["a.txt"]), "{applied}");
+    assert!(
+        applied["branch"]
+            .as_str()
+            .unwrap()
+            .starts_with("troupe/run_")
+    );
+    let journal =
+        std::fs::read_to_string(crate::team::run_dir(&sandbox).join("events.jsonl")).unwrap();
+    assert!(
+        journal
+            .trim_end()
+            .ends_with(&quiet.stdout.trim_end().lines().last().unwrap().to_string())
+    );
     assert!(sandbox.ws().join("a.txt").is_file(), "applied all the same");
     let loud = cli(&sandbox, &["run", "--resume", "last"]);
     assert!(loud.stderr.contains("nothing to resume"), "{}", loud.stderr);
