@@ -77,11 +77,12 @@ impl Connection {
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let shim = shim_hint(program);
+        // The shim's root is looked for on PATH only when the server did
+        // not start, not at every start.
         let failed = |why: String| McpError::Start {
             server: server.name.clone(),
             command: command_line.clone(),
-            why: format!("{why}{shim}"),
+            why: format!("{why}{}", shim_hint(program)),
         };
         let mut command = Spawn::server(&server.env).command_for(program);
         command.args(args).current_dir(workspace);
