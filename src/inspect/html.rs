@@ -83,7 +83,8 @@ pub fn report(seen: &SeenRun) -> String {
     out.push_str("<h2>Agents</h2>\n");
     for step in &run.steps {
         for attempt in &step.attempts {
-            let agents = attempt.worker.iter().chain(&attempt.reviews);
+            let cut = attempt.cut_short.iter();
+            let agents = cut.chain(&attempt.worker).chain(&attempt.reviews);
             for agent in agents {
                 out.push_str(&agent_section(workspace, &step.id, agent));
             }

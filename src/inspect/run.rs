@@ -145,6 +145,12 @@ pub fn step_text(step: &StepRecord, render: &Render) -> String {
     ));
     for attempt in &step.attempts {
         out.push_str(&format!("\nattempt {}\n", attempt.attempt));
+        for agent in &attempt.cut_short {
+            out.push_str(&format!(
+                "  cut short by a stop, then done again: {} in {}\n",
+                agent.status, agent.dir
+            ));
+        }
         if let Some(worker) = &attempt.worker {
             out.push_str(&format!("  worker {} in {}\n", worker.status, worker.dir));
             out.push_str(&format!("    {}\n", report_of(worker)));

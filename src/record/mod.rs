@@ -12,6 +12,7 @@ mod timings;
 pub use change::{ChangeRecord, IsolationMode, IsolationRecord};
 pub use claims::Claims;
 pub use run::{
-    AgentRecord, ApplyRecord, ApplyState, RunRecord, RunStatus, StepRecord, StepStatus, Totals,
+    AgentRecord, ApplyRecord, ApplyState, AttemptRecord, RunRecord, RunStatus, StepRecord,
+    StepStatus, Totals,
 };
 pub use timings::AgentTimings;

@@ -249,10 +249,21 @@ impl StepRecord {
                     change: None,
                     result_errors: Vec::new(),
                     reviews: Vec::new(),
+                    cut_short: Vec::new(),
                 });
                 let last = self.attempts.len() - 1;
                 &mut self.attempts[last]
             }
+        }
+    }
+
+    /// The number of the step's next attempt: that of an attempt emptied
+    /// for its redo (`run::cut_short`), or one past the last.
+    pub fn next_attempt(&self) -> u32 {
+        match self.attempts.iter().max_by_key(|a| a.attempt) {
+            Some(last) if last.worker.is_none() => last.attempt,
+            Some(last) => last.attempt.saturating_add(1),
+            None => 1,
         }
     }
 
@@ -314,6 +325,11 @@ pub struct AttemptRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub result_errors: Vec<String>,
     pub reviews: Vec<AgentRecord>,
+    /// The agents of an earlier try of this attempt that the run's stop or
+    /// a kill cut short before its verdict; the resume did the attempt
+    /// again, and set their directories aside (`worker-2.cut-1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_short: Vec<AgentRecord>,
 }
 
 /// One worker or reviewer of a step.

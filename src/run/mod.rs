@@ -26,6 +26,7 @@ mod budget;
 pub mod ceiling;
 mod claims;
 mod context;
+mod cut_short;
 mod end;
 mod events;
 pub mod isolation;

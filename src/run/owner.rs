@@ -208,20 +208,20 @@ impl<'c> Owner<'c> {
             .map(|dep| (dep.clone(), dep.delivered().cloned()))
             .collect();
         // A resumed step keeps its earlier attempts: new ones are numbered
-        // after them, and the last verdict given, when a rejection, is the
-        // first feedback (an attempt cut short before its review does not
-        // hide the rejection before it).
+        // after them (one cut short is done again under its own number),
+        // and the last verdict given, when a rejection, is the first
+        // feedback (an attempt cut short before its review does not hide
+        // the rejection before it).
         let feedback = step
             .attempts
             .iter()
             .rev()
             .find_map(|a| a.reviews.last()?.verdict.clone())
             .filter(|v| !v.approved);
-        let last = step.attempts.iter().map(|a| a.attempt).max().unwrap_or(0);
         Some(StepStart {
             step: step.clone(),
             dependencies,
-            first_attempt: last.saturating_add(1),
+            first_attempt: step.next_attempt(),
             feedback,
         })
     }

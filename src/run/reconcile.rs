@@ -3,8 +3,9 @@
 //! ahead of `run.json` (written up to 50 ms behind between commit points).
 //!
 //! - An attempt whose directories exist but that the record does not name
-//!   keeps its number (and its directories, for a look): the step goes on
-//!   with the next one, so no directory is made twice.
+//!   is done again under its own number, its directories set aside for a
+//!   look (`cut_short`); one with a landing under way keeps them, and the
+//!   step goes on with the next number, so no directory is made twice.
 //! - A landing that reached the branch, by its intent written before the
 //!   branch moved (`landing-<attempt>.json`), is recorded as landed and its
 //!   step as done: it is never run again on top of its own change.
@@ -33,15 +34,25 @@ pub async fn reconcile(
         let on_disk = highest_attempt_on_disk(&step_dir);
         for attempt in recorded + 1..=on_disk {
             let dir = step_dir.join(format!("worker-{attempt}"));
+            let shown = crate::protocol::display_in(workspace, &dir);
+            let kept = match super::cut_short::redo_unnamed(step, &step_dir, attempt, shown.clone())
+            {
+                Ok(Some(repair)) => {
+                    said.push(repair);
+                    continue;
+                }
+                Ok(None) => "with a landing under way".to_string(),
+                Err(e) => format!("and cannot be set aside ({e})"),
+            };
             step.attempt_mut(attempt).worker = Some(AgentRecord {
                 status: AgentStatus::Error,
                 error: Some(
                     "cut off: troupe ended before its record named this attempt".to_string(),
                 ),
-                ..AgentRecord::running(crate::protocol::display_in(workspace, &dir))
+                ..AgentRecord::running(shown)
             });
             said.push(format!(
-                "{}'s attempt {attempt} was cut off before run.json named it; its directories stay, and the step goes on with attempt {}",
+                "{}'s attempt {attempt} was cut off before run.json named it, {kept}; its directories stay, and the step goes on with attempt {}",
                 step.id,
                 attempt + 1
             ));
@@ -75,55 +86,18 @@ pub async fn reconcile(
 }
 
 /// The highest attempt number any of the step's directories or files
-/// carry: `worker-N`, `review-N`, `review-N-2`, `checkout-N`,
-/// `checkout-N.git`, `upper-N`, `work-N`, `change-N.diff`,
-/// `landing-N.json`.
+/// carry (`cut_short::attempt_of`).
 fn highest_attempt_on_disk(step_dir: &Path) -> u32 {
     let Ok(entries) = std::fs::read_dir(step_dir) else {
         return 0;
     };
     entries
         .filter_map(Result::ok)
-        .filter_map(|entry| attempt_of(&entry.file_name().to_string_lossy()))
+        .filter_map(|entry| super::cut_short::attempt_of(&entry.file_name().to_string_lossy()))
         .max()
         .unwrap_or(0)
 }
 
-fn attempt_of(name: &str) -> Option<u32> {
-    let rest = [
-        "worker-",
-        "review-",
-        "checkout-",
-        "upper-",
-        "work-",
-        "change-",
-        "landing-",
-    ]
-    .iter()
-    .find_map(|prefix| name.strip_prefix(prefix))?;
-    let digits: &str = rest.split(['-', '.']).next()?;
-    digits.parse().ok().filter(|n| *n > 0)
-}
-
 fn short(commit: &str) -> String {
     commit.chars().take(10).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::attempt_of;
-
-    #[test]
-    fn the_attempt_is_read_from_every_name_troupe_gives() {
-        assert_eq!(attempt_of("worker-3"), Some(3));
-        assert_eq!(attempt_of("review-2-2"), Some(2));
-        assert_eq!(attempt_of("checkout-4.git"), Some(4));
-        assert_eq!(attempt_of("change-5.diff"), Some(5));
-        assert_eq!(attempt_of("landing-6.json"), Some(6));
-        assert_eq!(attempt_of("upper-7"), Some(7));
-        assert_eq!(attempt_of("work-8"), Some(8));
-        assert_eq!(attempt_of("planted"), None);
-        assert_eq!(attempt_of("worker-x"), None);
-        assert_eq!(attempt_of("worker-0"), None);
-    }
 }

@@ -2,7 +2,8 @@
 //! its plan, and every step that did not complete set to run again.
 //! Completed steps stay, with their results, which feed their dependents
 //! as before; earlier attempts stay in the record and new ones are
-//! numbered after them. A run that a troupe is still running is not
+//! numbered after them, but for one a stop cut short before its verdict,
+//! which is done again under its own number (`cut_short`). A run that a troupe is still running is not
 //! picked up twice: the run holds its directory while it lives.
 
 use std::path::{Path, PathBuf};
@@ -140,11 +141,26 @@ pub fn load(
             ran.as_str()
         )));
     }
-    let repairs = super::replay::replay(&mut record, run_dir, accept_unreviewed);
+    let mut repairs = super::replay::replay(&mut record, run_dir, accept_unreviewed);
     let mut again = Vec::new();
     for step in &mut record.steps {
         if !step.is_settled(accept_unreviewed) {
+            let stopped = matches!(
+                step.status,
+                StepStatus::Interrupted | StepStatus::Running | StepStatus::Reviewing
+            );
             close_cut_off(step);
+            if stopped {
+                let step_dir = run_dir.join(&step.id);
+                let redo = super::cut_short::redo_last(step, &step_dir).map_err(|e| {
+                    fail(format!(
+                        "cannot set aside what {}'s cut attempt left in {}: {e}",
+                        step.id,
+                        step_dir.display()
+                    ))
+                })?;
+                repairs.extend(redo);
+            }
             step.status = StepStatus::Pending;
             step.reason = None;
             step.started_at = None;

@@ -34,7 +34,7 @@ pub struct StepStart {
     /// Its direct dependencies, each with what it delivered.
     pub dependencies: Vec<(StepRecord, Option<AgentRecord>)>,
     /// The number of its first attempt: after a resume, one past the
-    /// earlier ones.
+    /// earlier ones, or that of the one a stop cut short.
     pub first_attempt: u32,
     /// The last rejection before a resume, the first attempt's feedback.
     pub feedback: Option<VerdictReport>,

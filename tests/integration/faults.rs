@@ -151,10 +151,88 @@ fn ctrl_c_interrupts_and_resume_completes_without_redoing_work() {
     );
     assert_eq!(
         dir_names(&dir.join("slow")),
-        ["review-2", "worker-1", "worker-2"]
+        ["review-1", "worker-1", "worker-1.cut-1"],
+        "the interrupted attempt was done again under its own number, and what it left kept"
     );
+    let slow = &record["steps"][1]["attempts"];
+    assert_eq!(slow.as_array().unwrap().len(), 1, "{slow}");
+    assert_eq!(slow[0]["worker"]["status"], "completed");
+    let cut = &slow[0]["cut_short"][0];
+    assert_eq!(cut["status"], "terminated", "{slow}");
+    assert!(
+        cut["dir"]
+            .as_str()
+            .unwrap()
+            .ends_with("slow/worker-1.cut-1"),
+        "{cut}"
+    );
+    let kept = read_json(&dir.join("slow/worker-1.cut-1/.subagent/conversations.json"));
+    assert_eq!(kept["status"], "terminated", "its transcript is kept");
     assert_eq!(status(&record, "after"), "completed");
     assert!(events(&sandbox).iter().any(|e| e["type"] == "run_resumed"));
+}
+
+/// The README's demo, interrupted with Ctrl-C during step_1's second
+/// attempt, resumes to the project an uninterrupted demo leaves: the cut
+/// attempt is done again as attempt 2, which the script answers, and
+/// what it left is kept beside it.
+#[test]
+fn the_demo_interrupted_in_its_second_attempt_resumes_to_the_whole_project() {
+    let sandbox = Sandbox::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team");
+    let script = examples.join("script.json");
+    let mut slow: Value = serde_json::from_str(&std::fs::read_to_string(&script).unwrap()).unwrap();
+    let second = &mut slow["rules"][2];
+    assert_eq!(
+        (&second["step"], &second["attempt"]),
+        (&json!("step_1"), &json!(2))
+    );
+    second["reply"][0]["delay_ms"] = json!(30_000);
+    let slow_script = sandbox.root().join("slow-demo.json");
+    std::fs::write(&slow_script, slow.to_string()).unwrap();
+    let mut run = troupe()
+        .arg("run")
+        .arg("--goal-file")
+        .arg(examples.join("goal.txt"))
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .arg("--model")
+        .arg(format!("scripted:{}", slow_script.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("step_1's second worker", || {
+        first_run(&sandbox).is_some_and(|run| run.join("step_1/worker-2/.subagent").is_dir())
+    });
+    signal(&run, "-INT");
+    assert_eq!(wait_exit(&mut run), 130);
+    let dir = run_dir(&sandbox);
+
+    let mut resume = troupe();
+    resume
+        .arg("run")
+        .arg("--resume")
+        .arg(dir.file_name().unwrap())
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .arg("--model")
+        .arg(format!("scripted:{}", script.display()));
+    let resumed = crate::common::run(resume);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    crate::team::assert_demo_project(&sandbox.ws(), &resumed.stderr);
+    let record = read_json(&dir.join("run.json"));
+    assert_eq!(record["status"], "completed");
+    let attempts = &record["steps"][0]["attempts"];
+    assert_eq!(attempts.as_array().unwrap().len(), 2, "{attempts}");
+    assert_eq!(attempts[1]["attempt"], 2);
+    assert_eq!(attempts[1]["worker"]["status"], "completed");
+    assert_eq!(attempts[1]["cut_short"][0]["status"], "terminated");
+    assert!(
+        dir.join("step_1/worker-2.cut-1/.subagent/conversations.json")
+            .is_file()
+    );
 }
 
 pub(crate) fn team_run_resume(

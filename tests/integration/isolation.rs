@@ -856,8 +856,13 @@ fn an_interrupted_isolated_run_resumes_on_its_branch() {
         1,
         "not redone"
     );
-    let slow_change = &attempt(&team, "slow", 1)["change"];
-    assert!(slow_change["merge"].is_string(), "{slow_change}");
+    let slow = attempt(&team, "slow", 0);
+    assert!(slow["change"]["merge"].is_string(), "{slow}");
+    assert_eq!(
+        slow["attempt"], 1,
+        "the interrupted attempt done again: {slow}"
+    );
+    assert_eq!(slow["cut_short"][0]["status"], "terminated", "{slow}");
     for id in ["quick", "slow"] {
         assert_eq!(
             std::fs::read_to_string(sandbox.ws().join(format!("{id}.txt"))).unwrap(),

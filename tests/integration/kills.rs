@@ -317,7 +317,7 @@ fn a_thin_layer_cut_off_while_git_wrote_it_goes_and_the_resume_ends_as_uninterru
 }
 
 #[test]
-fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on() {
+fn an_attempt_the_record_does_not_name_is_done_again_under_its_number() {
     let sandbox = Sandbox::new();
     with_log(&sandbox);
     let slow = vec![
@@ -353,13 +353,18 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
     ];
     let resumed = team_run_resume(&sandbox, fast, &run_id_of(&dir));
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
-    assert!(
-        resumed.stderr.contains(
-            "resume: s1's attempt 1 was cut off before run.json named it; its directories stay, and the step goes on with attempt 2"
-        ),
-        "{}",
-        resumed.stderr
-    );
+    let said = resumed
+        .stderr
+        .lines()
+        .find(|l| l.contains("resume: s1's attempt 1 was cut off before run.json named it; it is done again, and what it left is kept in "))
+        .unwrap_or_else(|| panic!("{}", resumed.stderr));
+    for kept in [
+        "s1/checkout-1.cut-1",
+        "s1/checkout-1.cut-1.git",
+        "s1/worker-1.cut-1",
+    ] {
+        assert!(said.contains(kept), "{said}");
+    }
     let record = read_json(&dir.join("run.json"));
     assert_eq!(record["status"], "completed");
     let attempts: Vec<u64> = record["steps"][0]["attempts"]
@@ -368,7 +373,14 @@ fn an_attempt_the_record_does_not_name_keeps_its_number_and_the_resume_goes_on()
         .iter()
         .map(|a| a["attempt"].as_u64().unwrap())
         .collect();
-    assert_eq!(attempts, [1, 2]);
+    assert_eq!(attempts, [1]);
+    let cut = &record["steps"][0]["attempts"][0]["cut_short"][0];
+    assert!(
+        cut["dir"].as_str().unwrap().ends_with("s1/worker-1.cut-1"),
+        "{cut}"
+    );
+    assert!(dir.join("s1/worker-1.cut-1/.subagent").is_dir());
+    assert!(dir.join("s1/worker-1/.subagent/result.json").is_file());
     assert_eq!(
         on_branch(&sandbox, &run_id_of(&dir), "log.txt").unwrap(),
         "start|by-s1|"

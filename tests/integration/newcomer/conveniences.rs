@@ -279,17 +279,7 @@ fn the_readme_demo_leaves_the_whole_project_in_the_workspace() {
         ));
     let out = run(command);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let project = sandbox.ws().join("demoapp");
-    for file in [
-        "pom.xml",
-        "src/main/java/com/example/App.java",
-        "COORDINATES.txt",
-        "LAYOUT.txt",
-    ] {
-        assert!(project.join(file).is_file(), "{file}: {}", out.stderr);
-    }
-    let pom = std::fs::read_to_string(project.join("pom.xml")).unwrap();
-    assert!(pom.contains("<artifactId>demoapp</artifactId>"), "{pom}");
+    crate::team::assert_demo_project(&sandbox.ws(), &out.stderr);
 }
 
 // Issue 23, item 3: the resume hint said `--resume RUN`, which then

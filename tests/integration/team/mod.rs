@@ -27,6 +27,23 @@ pub fn step(id: &str, deps: &[&str]) -> Value {
     json!({"id": id, "description": format!("do {id}"), "type": "FILE_WRITE", "dependencies": deps})
 }
 
+/// Checks that the demo's whole project is in `workspace`, the
+/// reviewer's fix to pom.xml included; `stderr` is the run's, for a
+/// failure to show.
+pub fn assert_demo_project(workspace: &std::path::Path, stderr: &str) {
+    let project = workspace.join("demoapp");
+    for file in [
+        "pom.xml",
+        "src/main/java/com/example/App.java",
+        "COORDINATES.txt",
+        "LAYOUT.txt",
+    ] {
+        assert!(project.join(file).is_file(), "{file}: {stderr}");
+    }
+    let pom = std::fs::read_to_string(project.join("pom.xml")).unwrap();
+    assert!(pom.contains("<artifactId>demoapp</artifactId>"), "{pom}");
+}
+
 /// Worker replies: write `<id>.txt`, then finish successfully.
 pub fn worker_writes(id: &str, delay_ms: u64) -> Vec<Value> {
     vec![
