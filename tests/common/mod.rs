@@ -299,3 +299,28 @@ pub fn full_sandbox(test: &str) -> bool {
         full_sandbox_abi().is_some(),
     )
 }
+
+/// The directories every agent sees empty, whatever its read scope.
+pub fn in_scratch(path: &Path) -> bool {
+    ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .any(|scratch| path.starts_with(scratch))
+}
+
+/// A temporary directory outside the agents' scratch directories where
+/// this user can make one (the target directory of a clone under /tmp is
+/// not), or in one when there is no such place.
+pub fn outside_scratch() -> tempfile::TempDir {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let places = [
+        Some(Path::new(env!("CARGO_TARGET_TMPDIR")).to_path_buf()),
+        home,
+    ];
+    places
+        .into_iter()
+        .flatten()
+        .filter_map(|place| place.canonicalize().ok())
+        .filter(|place| !in_scratch(place))
+        .find_map(|place| tempfile::tempdir_in(place).ok())
+        .unwrap_or_else(|| tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+}

@@ -128,7 +128,7 @@ fn a_server_allowed_the_whole_root_still_writes_only_where_the_agent_may() {
     let sandbox = Sandbox::new();
     // Outside /tmp, which an agent sees empty: where only Landlock stands
     // in the way.
-    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let elsewhere = crate::common::outside_scratch();
     let outside = elsewhere.path().join("outside");
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
