@@ -102,6 +102,19 @@ pub fn troupe_agent() -> Command {
     binary(env!("CARGO_BIN_EXE_troupe-agent"))
 }
 
+/// `sh -e -c script`, with troupe and troupe-agent first on its PATH and
+/// the environment a troupe of these tests gets.
+pub fn shell(script: &str) -> Command {
+    let bin = Path::new(env!("CARGO_BIN_EXE_troupe")).parent().unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path));
+    let mut command = binary("sh");
+    command
+        .args(["-e", "-c", script])
+        .env("PATH", std::env::join_paths(dirs).unwrap());
+    command
+}
+
 fn binary(path: &str) -> Command {
     let mut command = Command::new(path);
     for (name, _) in std::env::vars_os() {
@@ -254,8 +267,10 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
 }
 
 /// Whether `what`, which `test` needs, is here. When it is not, the test
-/// says it was skipped (visibly, even under `cargo test`'s capture); under `CI=true` it fails instead, since CI must
-/// have everything and a skip there would hide a gap.
+/// says it was skipped (visibly, even under `cargo test`'s capture), and
+/// the test binary counts its skips when it ends; under `CI=true` it fails
+/// instead, since CI must have everything and a skip there would hide a
+/// gap.
 pub fn present(test: &str, what: &str, here: bool) -> bool {
     if here {
         return true;
@@ -270,7 +285,46 @@ pub fn present(test: &str, what: &str, here: bool) -> bool {
         std::io::stderr(),
         "skipped {test}: it needs {what}, which is not here"
     );
+    skips::note(test, what);
     false
+}
+
+/// The skips of this test binary, counted when it exits: the harness's
+/// own summary counts them as passed.
+mod skips {
+    use std::collections::BTreeMap;
+    use std::io::Write;
+    use std::sync::{Mutex, Once, PoisonError};
+
+    /// Each skipped test, with what it lacked.
+    static SKIPPED: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    static AT_EXIT: Once = Once::new();
+
+    pub fn note(test: &str, what: &str) {
+        SKIPPED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(test.to_string())
+            .or_insert_with(|| what.to_string());
+        // SAFETY: `summary` is a plain function that touches only this
+        // module's statics and stderr, fit to run as the process exits.
+        AT_EXIT.call_once(|| unsafe {
+            nix::libc::atexit(summary);
+        });
+    }
+
+    extern "C" fn summary() {
+        let skipped = SKIPPED.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = format!(
+            "\n{} of the tests above skipped for what this machine lacks (the harness counts them as passed):\n",
+            skipped.len()
+        );
+        for (test, what) in skipped.iter() {
+            out.push_str(&format!("  {test}: {what}\n"));
+        }
+        out.push_str("`.ci/run` installs the packages and servers they need (as root, on Debian or Ubuntu); root and the kernel's Landlock are the machine's. Under CI=true a skip fails.\n");
+        let _ = std::io::stderr().write_all(out.as_bytes());
+    }
 }
 
 /// Whether `program` is on PATH.
@@ -300,27 +354,36 @@ pub fn full_sandbox(test: &str) -> bool {
     )
 }
 
-/// The directories every agent sees empty, whatever its read scope.
-pub fn in_scratch(path: &Path) -> bool {
+/// Whether every agent sees `path` empty or absent, whatever its read
+/// scope: in its scratch directories (`/tmp`, `/var/tmp`, `/dev/shm`),
+/// or, as root (whose agents' views are id-mapped), in a home directory.
+pub fn hidden_from_agents(path: &Path) -> bool {
+    let root = nix::unistd::geteuid().is_root();
     ["/tmp", "/var/tmp", "/dev/shm"]
         .iter()
-        .any(|scratch| path.starts_with(scratch))
+        .chain(if root { &["/home", "/root"][..] } else { &[] })
+        .any(|hidden| path.starts_with(hidden))
 }
 
-/// A temporary directory outside the agents' scratch directories where
-/// this user can make one (the target directory of a clone under /tmp is
-/// not), or in one when there is no such place.
-pub fn outside_scratch() -> tempfile::TempDir {
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+/// A temporary directory that an agent under `--read-scope all` sees,
+/// where this user can make one: the target directory, unless a clone
+/// under /tmp has it there, else the home directory, `/srv` or `/mnt`.
+/// Where there is no such place, one in the target directory all the
+/// same, which `hidden_from_agents` then names.
+pub fn visible_elsewhere() -> tempfile::TempDir {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     let places = [
-        Some(Path::new(env!("CARGO_TARGET_TMPDIR")).to_path_buf()),
+        Some(target.clone()),
         home,
+        Some("/srv".into()),
+        Some("/mnt".into()),
     ];
     places
         .into_iter()
         .flatten()
         .filter_map(|place| place.canonicalize().ok())
-        .filter(|place| !in_scratch(place))
+        .filter(|place| !hidden_from_agents(place))
         .find_map(|place| tempfile::tempdir_in(place).ok())
-        .unwrap_or_else(|| tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+        .unwrap_or_else(|| tempfile::tempdir_in(target).unwrap())
 }

@@ -300,8 +300,8 @@ fn reads_stay_in_the_read_scope() {
         return;
     }
     let sandbox = Sandbox::new();
-    let elsewhere = crate::common::outside_scratch();
-    let hidden_anyway = crate::common::in_scratch(elsewhere.path());
+    let elsewhere = crate::common::visible_elsewhere();
+    let hidden_anyway = crate::common::hidden_from_agents(elsewhere.path());
     let private = elsewhere.path().join("private");
     std::fs::create_dir_all(&private).unwrap();
     std::fs::write(private.join("notes.txt"), "private notes").unwrap();

@@ -33,7 +33,7 @@ fn commands_run_without_capabilities_or_root_s_uid_even_as_root() {
     let sandbox = Sandbox::new();
     // Outside /tmp, which the agent sees empty: in the agent's view, where
     // only metadata calls can reach it (Landlock does not cover them).
-    let elsewhere = crate::common::outside_scratch();
+    let elsewhere = crate::common::visible_elsewhere();
     let others = elsewhere.path().join("others");
     std::fs::create_dir_all(&others).unwrap();
     std::fs::set_permissions(&others, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -170,6 +170,29 @@ pub fn code_blocks(text: &str) -> Vec<(String, String)> {
     blocks
 }
 
+/// The bodies of the fenced code blocks marked runnable: the line
+/// before the fence is `<!-- runnable -->`, which GitHub does not show.
+pub fn runnable_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut marked = false;
+    let mut open: Option<String> = None;
+    for line in text.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (fence, open.take()) {
+            (true, None) if marked => open = Some(String::new()),
+            (true, Some(block)) => blocks.push(block),
+            (false, Some(mut body)) => {
+                body.push_str(line);
+                body.push('\n');
+                open = Some(body);
+            }
+            _ => {}
+        }
+        marked = line.trim() == "<!-- runnable -->";
+    }
+    blocks
+}
+
 /// The first table whose header's first cell is `first`: its header row,
 /// then its body rows; cells trimmed, `\|` read as `|`.
 pub fn table(text: &str, first: &str) -> Vec<Vec<String>> {

@@ -7,9 +7,9 @@
 use std::path::Path;
 
 use super::markdown::{
-    anchors, code_blocks, documents, headings, links, read, readme, repo, section,
+    anchors, code_blocks, documents, headings, links, read, readme, repo, runnable_blocks, section,
 };
-use crate::common::{Sandbox, read_json, run, troupe};
+use crate::common::{Sandbox, read_json, run, shell, troupe};
 
 /// The first sections, in the order a newcomer needs them.
 const FIRST: [&str; 6] = [
@@ -165,4 +165,46 @@ fn the_readmes_script_runs_as_printed() {
         .collect();
     assert_eq!(verdicts, [false, true], "{record}");
     assert!(Path::new(&sandbox.ws().join("demo/1.txt")).is_file());
+}
+
+/// Every block the README marks runnable runs as printed, with `sh -e`:
+/// in a directory where the demo ran, with the task files its examples
+/// name (`t1.md` ...) and `examples/`, and troupe on PATH. A block's
+/// `/tmp/troupe-...` directories are made in the test's own place, and
+/// its build step is the test's build.
+#[test]
+fn every_block_marked_runnable_runs_as_printed() {
+    let blocks = runnable_blocks(&readme());
+    assert!(blocks.len() >= 3, "{blocks:?}");
+    for block in blocks {
+        let sandbox = Sandbox::new();
+        let here = sandbox.ws();
+        std::fs::create_dir_all(&here).unwrap();
+        std::os::unix::fs::symlink(repo().join("examples"), here.join("examples")).unwrap();
+        for (file, task) in [
+            ("t1.md", "Write the API docs to docs/api.md."),
+            ("t2.md", "Write CHANGELOG.md."),
+            ("t3.md", "Write the tests."),
+        ] {
+            std::fs::write(here.join(file), task).unwrap();
+        }
+        let mut demo = shell(
+            "troupe run --goal-file examples/team/goal.txt --model scripted:examples/team/script.json",
+        );
+        demo.current_dir(&here);
+        let ran = run(demo);
+        assert_eq!(ran.code, 0, "the demo, first: {}", ran.stderr);
+        let places = format!("{}/troupe-", sandbox.root().display());
+        let script = block
+            .replace("cargo build --release && ./target/release/troupe", "troupe")
+            .replace("/tmp/troupe-", &places);
+        let mut command = shell(&script);
+        command.current_dir(&here).env("HOME", sandbox.root());
+        let out = run(command);
+        assert_eq!(
+            out.code, 0,
+            "this block of the README fails as printed:\n{block}\nstdout:\n{}\nstderr:\n{}",
+            out.stdout, out.stderr
+        );
+    }
 }
