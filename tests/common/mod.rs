@@ -300,11 +300,14 @@ mod skips {
     static SKIPPED: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
     static AT_EXIT: Once = Once::new();
 
+    /// `test` is the caller's label; the harness names the test's
+    /// thread after the test itself, which is counted once.
     pub fn note(test: &str, what: &str) {
+        let name = std::thread::current().name().map(str::to_string);
         SKIPPED
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(test.to_string())
+            .entry(name.unwrap_or_else(|| test.to_string()))
             .or_insert_with(|| what.to_string());
         // SAFETY: `summary` is a plain function that touches only this
         // module's statics and stderr, fit to run as the process exits.
