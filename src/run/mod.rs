@@ -44,6 +44,7 @@ mod step;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod unsealed;
 mod wiring;
 
 use std::path::{Path, PathBuf};

@@ -726,13 +726,21 @@ impl<'c> Owner<'c> {
         if after.count() > before.count() {
             let why = after.last.as_deref().unwrap_or("a write failed");
             let ended = match after.run_json > before.run_json {
-                true => self.recorder.write_end_in_reserve(&run_dir, &self.record),
+                true => super::recorder::Recorder::write_end_in_reserve(&run_dir, &self.record),
                 false => Ok(()),
             };
             match (ended, after.run_json > before.run_json) {
-                (Ok(()), true) => crate::tell!(
-                    "troupe: the run's end could not be recorded as it went ({why}); run.json says it, written in the space troupe kept for it"
-                ),
+                (Ok(()), true) => {
+                    let sealed = super::unsealed::seal_left(&self.ctx.workspace, &self.record);
+                    let transcripts = match sealed {
+                        0 => String::new(),
+                        1 => ", and 1 agent's transcript sealed there".to_string(),
+                        n => format!(", and {n} agents' transcripts sealed there"),
+                    };
+                    crate::tell!(
+                        "troupe: the run's end could not be recorded as it went ({why}); run.json says it, written in the space troupe kept for it{transcripts}"
+                    )
+                }
                 (Ok(()), false) => crate::tell!(
                     "troupe: the run's end could not be recorded ({why}); events.jsonl misses it"
                 ),

@@ -151,7 +151,7 @@ impl Recorder {
     /// Writes `record` as the run's last run.json in the space kept for
     /// it, after a write of it failed (a full disk); the reason it could
     /// not be written otherwise, when it could not be written at all.
-    pub fn write_end_in_reserve(&self, run_dir: &Path, record: &RunRecord) -> Result<(), String> {
+    pub fn write_end_in_reserve(run_dir: &Path, record: &RunRecord) -> Result<(), String> {
         let freed = std::fs::remove_file(run_dir.join(RESERVE));
         let written =
             crate::fsutil::write_json_atomic(&run_dir.join("run.json"), record, Durability::Commit);

@@ -136,7 +136,7 @@ fn a_new_directory_is_flushed_into_its_parent() {
 // `pending`, though troupe said the end could not be recorded. The run
 // keeps space for its end as it starts, and writes its end there. The
 // workspace is a 4 MiB tmpfs in a mount namespace of the test's own,
-// which a worker fills; the record is read inside it.
+// which a worker fills; the records are read inside it.
 #[test]
 fn a_run_on_a_full_disk_ends_recorded_as_failed() {
     if !nix::unistd::geteuid().is_root() || !present("full disk", "unshare", true) {
@@ -163,7 +163,7 @@ fn a_run_on_a_full_disk_ends_recorded_as_failed() {
     let model = sandbox.script(json!({"rules": rules}));
     let troupe = env!("CARGO_BIN_EXE_troupe");
     let script = format!(
-        "mount -t tmpfs -o size=4m tmpfs {fs} && mkdir {ws} && {troupe} run goal --model {model} --workspace {ws} --isolation shared --sandbox off --max-replans 0 2>{err}; echo \"exit=$?\"; cat {ws}/sub_agent_results/run_*/run.json",
+        "mount -t tmpfs -o size=4m tmpfs {fs} && mkdir {ws} && {troupe} run goal --model {model} --workspace {ws} --isolation shared --sandbox off --max-replans 0 2>{err}; echo \"exit=$?\"; cat {ws}/sub_agent_results/run_*/run.json {ws}/sub_agent_results/run_*/a/worker-1/.subagent/conversations.json",
         fs = fs.display(),
         ws = ws.display(),
         err = sandbox.root().join("err").display(),
@@ -175,8 +175,16 @@ fn a_run_on_a_full_disk_ends_recorded_as_failed() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let said = std::fs::read_to_string(sandbox.root().join("err")).unwrap_or_default();
     assert!(stdout.starts_with("exit=1\n"), "{stdout}\n{said}");
-    let record: serde_json::Value = serde_json::from_str(&stdout["exit=1\n".len()..])
-        .unwrap_or_else(|e| panic!("run.json: {e}\n{stdout}\n{said}"));
+    let mut records = serde_json::Deserializer::from_str(&stdout["exit=1\n".len()..])
+        .into_iter::<serde_json::Value>();
+    let mut next = |what: &str| {
+        records
+            .next()
+            .unwrap_or_else(|| panic!("no {what}\n{stdout}\n{said}"))
+            .unwrap_or_else(|e| panic!("{what}: {e}\n{stdout}\n{said}"))
+    };
+    let record = next("run.json");
+    let transcript = next("the worker's transcript");
     assert_eq!(record["status"], "failed", "{record}");
     assert!(
         record["reason"]
@@ -190,4 +198,10 @@ fn a_run_on_a_full_disk_ends_recorded_as_failed() {
         said.contains("written in the space troupe kept for it"),
         "{said}"
     );
+    // The worker's transcript, which the full disk left a journal saying
+    // `running`, is sealed with the end run.json gives it.
+    let worker = &record["steps"][0]["attempts"][0]["worker"];
+    assert_eq!(transcript["status"], worker["status"], "{transcript}");
+    assert_ne!(transcript["status"], "running", "{transcript}");
+    assert!(said.contains("1 agent's transcript sealed there"), "{said}");
 }
