@@ -24,6 +24,7 @@ pub mod cli;
 pub mod console;
 pub mod deadline;
 pub mod fsutil;
+pub mod git;
 pub mod inspect;
 pub mod llm;
 pub mod mcp;

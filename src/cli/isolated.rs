@@ -188,12 +188,12 @@ async fn prune_rejected(run_dir: &Path, record: &RunRecord, isolation: &Isolatio
 /// `troupe clean --branches`: every `troupe/run_*` branch of the
 /// workspace's repository whose run no troupe is running, deleted.
 async fn clean_branches(place: &Place) -> anyhow::Result<ExitCode> {
-    use crate::run::isolation::git::{Git, Place as At};
+    use crate::git::{Git, Place as At};
     let workspace = place
         .workspace
         .canonicalize()
         .map_err(|e| UsageError::Said(format!("--workspace {}: {e}", place.workspace.display())))?;
-    let Some(git_dir) = crate::run::isolation::git::repository_at(&workspace).await else {
+    let Some(git_dir) = crate::git::repository_at(&workspace).await else {
         return Err(UsageError::Said(format!(
             "{} is not the top of a git repository: its runs' branches are in their own repo.git, removed with the run's directory",
             workspace.display()

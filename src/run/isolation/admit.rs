@@ -18,8 +18,8 @@
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::git::{Git, GitError, Place};
 use super::stat::Raw;
+use crate::git::{Git, GitError, Place};
 use crate::supervisor::spawn::GUARDED;
 
 /// How many refusals are named; the rest are counted.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::git::{Git, GitError, Place};
 use crate::fsutil::Durability;
+use crate::git::{Git, GitError, Place};
 use crate::record::IsolationRecord;
 
 /// The scratch indexes an apply uses in the run directory.

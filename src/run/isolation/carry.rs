@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::git::{Git, GitError, Place};
 use super::{IsolationError, io, off_runtime};
+use crate::git::{Git, GitError, Place};
 
 /// The rejected change on the new head.
 #[derive(Debug, Clone)]

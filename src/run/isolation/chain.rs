@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use super::objects::Objects;
-use super::objects::tree::Edit;
 use super::stat::Raw;
 use super::{IsolationError, git::Git, off_runtime};
+use crate::git::objects::Objects;
+use crate::git::objects::tree::Edit;
 
 /// One landing: the change's commit (the merge's second parent), its
 /// records and the message.

@@ -2,7 +2,7 @@
 //! and the conflicting hunks as the merge left them (with their markers),
 //! for the worker's next attempt.
 
-use super::git::{Git, Place};
+use crate::git::{Git, Place};
 
 /// The most of the hunks kept for the feedback.
 const HUNKS_CAP: usize = 4000;

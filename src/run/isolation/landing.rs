@@ -8,12 +8,12 @@
 //! before the branch moves, so a troupe killed in between finds on resume
 //! exactly the landings the branch holds.
 
-use super::git::{GitError, Place};
 use super::stat::Raw;
 use super::{
     Conflict, Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, chain, io,
     off_runtime,
 };
+use crate::git::{GitError, Place};
 use crate::record::ChangeRecord;
 
 /// An approved change waiting for the branch.

@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::git::{Git, Place};
 use super::lineage::Since;
 use super::upper::Markers;
 use super::{IsolationError, io, off_runtime};
+use crate::git::{Git, Place};
 use crate::protocol::{OverlayLayers, UpperLayer};
 
 /// One attempt's layers.

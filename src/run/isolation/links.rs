@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::git::{Git, GitError, Place};
+use crate::git::{Git, GitError, Place};
 
 /// The mode git gives a symbolic link.
 const LINK_MODE: &[u8] = b"120000";

@@ -35,14 +35,10 @@ mod carry;
 mod chain;
 mod checkouts;
 mod conflict;
-pub mod git;
-mod ignores;
 mod landing;
 mod layered;
 mod lineage;
 mod links;
-mod objects;
-mod piped;
 mod shared;
 mod stat;
 mod thin;
@@ -56,10 +52,10 @@ use serde::{Deserialize, Serialize};
 
 pub use self::checkouts::{CheckoutKind, Checkouts};
 pub use self::conflict::Conflict;
-use self::git::{Git, GitError, Place};
 pub use self::shared::Shared;
 pub use self::workspaces::{AttemptSpace, Carried, Workspaces};
 use crate::fsutil::{Durability, nofollow};
+use crate::git::{self, Git, GitError, Place};
 use crate::protocol::RESULTS_DIR;
 use crate::record::{ChangeRecord, IsolationRecord};
 use crate::signal::StopSignal;
@@ -76,7 +72,7 @@ pub enum IsolationError {
     #[error(transparent)]
     Git(#[from] GitError),
     #[error(transparent)]
-    Objects(#[from] objects::ObjectError),
+    Objects(#[from] crate::git::objects::ObjectError),
     #[error(
         "--isolation worktree needs git {major}.{minor} or newer (for `git merge-tree --write-tree`); this is git {found_major}.{found_minor}",
         major = git::MIN_VERSION.0,

@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::admit::named;
-use super::git::Git;
-use super::ignores::Checker;
-use super::objects::{Objects, tree};
 use super::{IsolationError, io, off_runtime};
+use crate::git::Git;
+use crate::git::ignores::Checker;
+use crate::git::objects::{Objects, tree};
 
 mod write;
 

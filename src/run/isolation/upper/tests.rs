@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::{Markers, Over, UpperChange, commit_upper};
-use crate::run::isolation::git::Git;
+use crate::git::Git;
 
 /// A repository with a committed base, and room for cases beside it.
 struct Repo {

@@ -16,8 +16,8 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
 use super::{Blob, Content};
-use crate::run::isolation::objects::Objects;
-use crate::run::isolation::objects::tree::Edit;
+use crate::git::objects::Objects;
+use crate::git::objects::tree::Edit;
 use crate::run::isolation::{IsolationError, io};
 
 /// The commit an upper layer made.

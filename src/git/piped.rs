@@ -8,7 +8,7 @@ use std::io::BufReader;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use super::git::{Git, GitError, Place};
+use super::{Git, GitError, Place};
 
 #[derive(Default)]
 pub struct Piped {

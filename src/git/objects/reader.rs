@@ -12,8 +12,8 @@
 use std::io::{BufRead, Read as _, Write};
 
 use super::ObjectError;
-use crate::run::isolation::git::{Git, Place};
-use crate::run::isolation::piped::{Piped, Pipes};
+use crate::git::piped::{Piped, Pipes};
+use crate::git::{Git, Place};
 
 /// The largest object troupe reads: far beyond a tree of any real
 /// directory, and a bound on what a repository can make troupe hold.

@@ -21,8 +21,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::ignores::Ignores;
-use super::objects::{ObjectError, Objects};
+use crate::git::ignores::Ignores;
+use crate::git::objects::{ObjectError, Objects};
 use crate::process::Spawn;
 
 use crate::sandbox::Narrow;

@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use super::git::{Git, GitError, Place};
 use crate::fsutil::{Durability, nofollow};
+use crate::git::{Git, GitError, Place};
 
 /// How many trees are kept once read, before the cache starts again:
 /// a run edits along a few paths of a few heads.

@@ -15,8 +15,8 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::git::{Git, GitError, Place};
-use super::piped::{Piped, Pipes};
+use super::{Git, GitError, Place};
+use crate::git::piped::{Piped, Pipes};
 
 /// How many checkers are kept, the least recently asked going first: a
 /// run asks about a few heads at a time.
