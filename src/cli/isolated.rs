@@ -9,11 +9,11 @@ use clap::Args;
 
 use super::UsageError;
 use super::agents::Place;
+use super::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::inspect::{Target, load_run, resolve};
 use crate::record::IsolationRecord;
 use crate::record::{ApplyRecord, ApplyState, RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::run::RunEvent;
-use crate::run::isolation::apply::{Applied, ApplyError, Meanwhile, apply};
 use crate::telemetry::Span;
 use crate::text::count;
 

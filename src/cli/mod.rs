@@ -8,6 +8,7 @@
 mod about;
 mod agent_args;
 mod agents;
+mod apply;
 mod background;
 mod config;
 mod isolated;

@@ -124,6 +124,32 @@ fn open(dir: &Path) -> io::Result<File> {
     Ok(File::from(nofollow::open(dir, flags, Mode::empty())?))
 }
 
+/// Why a workspace cannot be written now: another troupe writes it (a
+/// run whose workers share it, or an apply), named with its run.
+pub fn busy(workspace: &Path, error: &LockError) -> String {
+    match error {
+        LockError::Held { pid: Some(pid) } => format!(
+            "{} is being written by another troupe (pid {pid}{}: a run whose workers share it, or an apply); wait for it to end, or use --isolation worktree",
+            workspace.display(),
+            run_held_by(workspace, *pid).map_or_else(String::new, |run| format!(", run {run}"))
+        ),
+        LockError::Held { pid: None } => format!(
+            "{} is being written by another troupe (its pid unknown: a run whose workers share it, or an apply); wait for it to end, or use --isolation worktree",
+            workspace.display(),
+        ),
+        LockError::Io(e) => format!("cannot hold {}: {e}", workspace.display()),
+    }
+}
+
+/// The run of `workspace` whose directory the troupe `pid` holds: the run
+/// it runs, or applies.
+fn run_held_by(workspace: &Path, pid: u32) -> Option<String> {
+    let runs = std::fs::read_dir(workspace.join(crate::protocol::RESULTS_DIR)).ok()?;
+    let dirs = runs.filter_map(Result::ok).map(|entry| entry.path());
+    let run = held_by(dirs, pid)?;
+    Some(run.file_name()?.to_string_lossy().into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,7 +85,7 @@ impl RunContext {
             return Ok(());
         }
         let held = crate::fsutil::dir_lock::DirLock::take(&self.workspace)
-            .map_err(|e| busy(&self.workspace, &e))?;
+            .map_err(|e| crate::fsutil::dir_lock::busy(&self.workspace, &e))?;
         let _ = self.writing.set(held);
         Ok(())
     }
@@ -166,30 +166,4 @@ impl EventSink for AgentLines {
             self.progress.event(agent, event);
         }
     }
-}
-
-/// Why the workspace cannot be written now: another troupe writes it.
-pub fn busy(workspace: &std::path::Path, error: &crate::fsutil::dir_lock::LockError) -> String {
-    use crate::fsutil::dir_lock::LockError;
-    match error {
-        LockError::Held { pid: Some(pid) } => format!(
-            "{} is being written by another troupe (pid {pid}{}: a run whose workers share it, or an apply); wait for it to end, or use --isolation worktree",
-            workspace.display(),
-            run_held_by(workspace, *pid).map_or_else(String::new, |run| format!(", run {run}"))
-        ),
-        LockError::Held { pid: None } => format!(
-            "{} is being written by another troupe (its pid unknown: a run whose workers share it, or an apply); wait for it to end, or use --isolation worktree",
-            workspace.display(),
-        ),
-        LockError::Io(e) => format!("cannot hold {}: {e}", workspace.display()),
-    }
-}
-
-/// The run of `workspace` whose directory the troupe `pid` holds: the run
-/// it runs, or applies.
-fn run_held_by(workspace: &std::path::Path, pid: u32) -> Option<String> {
-    let runs = std::fs::read_dir(workspace.join(crate::protocol::RESULTS_DIR)).ok()?;
-    let dirs = runs.filter_map(Result::ok).map(|entry| entry.path());
-    let run = crate::fsutil::dir_lock::held_by(dirs, pid)?;
-    Some(run.file_name()?.to_string_lossy().into_owned())
 }

@@ -30,7 +30,6 @@
 //! from a checkout, whose `.git` file the worker could rewrite.
 
 mod admit;
-pub mod apply;
 mod carry;
 mod chain;
 mod checkouts;
@@ -38,7 +37,7 @@ mod conflict;
 mod landing;
 mod layered;
 mod lineage;
-mod links;
+pub mod links;
 mod shared;
 mod stat;
 mod thin;

@@ -141,7 +141,7 @@ pub async fn apply(
     meanwhile_is: Meanwhile,
 ) -> Result<Applied, ApplyError> {
     let _writing = crate::fsutil::dir_lock::DirLock::take(workspace)
-        .map_err(|e| ApplyError::Busy(crate::run::context::busy(workspace, &e)))?;
+        .map_err(|e| ApplyError::Busy(crate::fsutil::dir_lock::busy(workspace, &e)))?;
     // The run held too: one still running (a resume) moves the branch.
     let _run = crate::fsutil::dir_lock::DirLock::take(scratch).map_err(|e| match e {
         crate::fsutil::dir_lock::LockError::Held { .. } => ApplyError::Busy(format!(
@@ -195,7 +195,7 @@ pub async fn apply(
         .filter(|(kind, _)| *kind != 'D')
         .map(|(_, p)| p.clone())
         .collect();
-    let links = super::links::leading_out(&git, head, &written).await?;
+    let links = crate::run::isolation::links::leading_out(&git, head, &written).await?;
     if !links.is_empty() {
         return Err(ApplyError::LeadsOut {
             links,
