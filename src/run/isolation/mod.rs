@@ -34,24 +34,18 @@
 //! the branch.
 
 mod admit;
-mod carry;
-mod chain;
 mod change;
 mod checkout;
 mod checkouts;
 mod clean;
-mod conflict;
 mod discard;
 mod keep;
 mod landing;
-mod layered;
-mod lineage;
+mod layers;
 pub mod links;
 mod open;
 mod shared;
 mod stat;
-mod thin;
-mod upper;
 mod workspaces;
 mod worktree;
 
@@ -62,7 +56,9 @@ use serde::{Deserialize, Serialize};
 pub use self::checkouts::{CheckoutKind, Checkouts};
 use self::clean::remove_all;
 pub use self::clean::{Pruned, clean, kept_checkouts, prune};
-pub use self::conflict::Conflict;
+pub use self::landing::conflict::Conflict;
+use self::landing::lineage;
+use self::layers::{carry, layered, thin, upper};
 use self::open::snapshot_index;
 pub use self::shared::Shared;
 pub use self::workspaces::{AttemptSpace, Carried, Workspaces};

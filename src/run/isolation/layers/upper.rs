@@ -25,11 +25,11 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::admit::named;
-use super::{IsolationError, io, off_runtime};
 use crate::git::Git;
 use crate::git::ignores::Checker;
 use crate::git::objects::{Objects, tree};
+use crate::run::isolation::admit::named;
+use crate::run::isolation::{IsolationError, io, off_runtime};
 
 mod write;
 
@@ -202,13 +202,13 @@ struct Layer {
     refused: Vec<String>,
 }
 
-pub(super) struct Blob {
-    pub(super) path: Vec<u8>,
-    pub(super) mode: &'static str,
-    pub(super) content: Content,
+pub(in crate::run::isolation) struct Blob {
+    pub(in crate::run::isolation) path: Vec<u8>,
+    pub(in crate::run::isolation) mode: &'static str,
+    pub(in crate::run::isolation) content: Content,
 }
 
-pub(super) enum Content {
+pub(in crate::run::isolation) enum Content {
     /// A file of the upper directory, which git reads itself.
     File(PathBuf),
     /// Bytes troupe hands git in the stream: a link's target (git would
@@ -395,7 +395,7 @@ fn read_entry(
             "is {size} bytes, more than --max-file-size {max}: {TAKES}"
         )));
     }
-    if let Some(sparse) = super::admit::sparse(path, size) {
+    if let Some(sparse) = crate::run::isolation::admit::sparse(path, size) {
         return Ok(Entry::Refused(format!("is {sparse}: {TAKES}")));
     }
     let mode = match meta.mode() & 0o100 {
@@ -445,4 +445,4 @@ fn marked(path: &Path, is_dir: bool, markers: Markers) -> std::io::Result<Marked
 }
 
 #[cfg(test)]
-pub(super) mod tests;
+pub(in crate::run::isolation) mod tests;

@@ -22,8 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{IsolationError, io, off_runtime};
 use crate::git::{Git, Place};
+use crate::run::isolation::{IsolationError, io, off_runtime};
 
 /// The run's directory of thin layers, for the run in `run_dir` over
 /// `workspace`; `None` where none can be kept (see the module's doc).

@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{IsolationError, io, off_runtime};
 use crate::git::{Git, GitError, Place};
+use crate::run::isolation::{IsolationError, io, off_runtime};
 
 /// The rejected change on the new head.
 #[derive(Debug, Clone)]

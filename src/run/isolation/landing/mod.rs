@@ -8,11 +8,13 @@
 //! before the branch moves, so a troupe killed in between finds on resume
 //! exactly the landings the branch holds.
 
+mod chain;
+pub(super) mod conflict;
+pub(super) mod lineage;
+
+use self::conflict::Conflict;
 use super::stat::Raw;
-use super::{
-    Conflict, Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, chain, io,
-    off_runtime,
-};
+use super::{Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, io, off_runtime};
 use crate::git::{GitError, Place};
 use crate::record::ChangeRecord;
 

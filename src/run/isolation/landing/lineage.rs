@@ -11,10 +11,10 @@
 
 use std::collections::HashSet;
 
-use super::stat::Raw;
+use crate::run::isolation::stat::Raw;
 
 #[derive(Debug, Clone)]
-pub(super) struct Lineage {
+pub(in crate::run::isolation) struct Lineage {
     landed: Vec<Landed>,
 }
 
@@ -27,7 +27,7 @@ struct Landed {
 
 /// Every path that landed since a commit, where troupe knows them all.
 #[derive(Debug)]
-pub(super) struct Since {
+pub(in crate::run::isolation) struct Since {
     pub commit: String,
     pub paths: Vec<String>,
 }

@@ -28,11 +28,11 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::lineage::Since;
 use super::upper::Markers;
-use super::{IsolationError, io, off_runtime};
 use crate::git::{Git, Place};
 use crate::protocol::{OverlayLayers, UpperLayer};
+use crate::run::isolation::landing::lineage::Since;
+use crate::run::isolation::{IsolationError, io, off_runtime};
 
 /// One attempt's layers.
 #[derive(Debug, Clone)]
@@ -171,7 +171,7 @@ pub struct Bases {
     /// mounts them as root, an ordinary user in a user namespace.
     pub markers: Markers,
     dir: PathBuf,
-    /// The snapshot's index (`super::snapshot_index`), until the
+    /// The snapshot's index (`isolation::snapshot_index`), until the
     /// workspace's base takes it.
     snapshot_index: PathBuf,
     /// Each base by its commit: taken and given back under this one lock,
@@ -217,7 +217,7 @@ impl Bases {
                 false => Markers::User,
             },
             dir: run_dir.join("bases"),
-            snapshot_index: super::snapshot_index(run_dir),
+            snapshot_index: crate::run::isolation::snapshot_index(run_dir),
             made: Mutex::new(HashMap::new()),
             gone: std::sync::atomic::AtomicU64::new(0),
         }

@@ -9,14 +9,15 @@
 
 use std::sync::Arc;
 
-use super::stat::Raw;
-use super::{IsolationError, git::Git, off_runtime};
+use crate::git::Git;
 use crate::git::objects::Objects;
 use crate::git::objects::tree::Edit;
+use crate::run::isolation::stat::Raw;
+use crate::run::isolation::{IsolationError, off_runtime};
 
 /// One landing: the change's commit (the merge's second parent), its
 /// records and the message.
-pub(super) struct Link {
+pub(in crate::run::isolation) struct Link {
     pub commit: String,
     pub records: Vec<Raw>,
     pub message: String,
@@ -25,7 +26,7 @@ pub(super) struct Link {
 /// The merges of `links`, in order, the first on `head`: each one's
 /// commit and tree. One job off the run's thread, bounded as a git call
 /// is.
-pub(super) async fn land(
+pub(in crate::run::isolation) async fn land(
     git: &Git,
     head: &str,
     links: Vec<Link>,
