@@ -15,14 +15,11 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::git::ignores::Ignores;
-use crate::git::objects::{ObjectError, Objects};
 use crate::process::Spawn;
 
 use crate::sandbox::Narrow;
@@ -77,11 +74,6 @@ pub struct Git {
     writes: Vec<PathBuf>,
     /// The run's stop, which ends a call under way.
     stop: Option<StopSignal>,
-    /// The ignore checks of the bases' rules, shared as `objects` is.
-    pub ignores: Arc<Ignores>,
-    /// The repository's objects as troupe writes them, opened when first
-    /// asked for and shared by the checkouts' git directories.
-    objects: Arc<tokio::sync::OnceCell<Arc<Objects>>>,
 }
 
 impl std::fmt::Debug for Git {
@@ -107,8 +99,6 @@ impl Git {
             writes: vec![git_dir.clone()],
             git_dir,
             stop: None,
-            ignores: Arc::default(),
-            objects: Arc::default(),
         }
     }
 
@@ -118,23 +108,7 @@ impl Git {
             writes: vec![git_dir.clone(), common.to_path_buf()],
             git_dir,
             stop: self.stop.clone(),
-            ignores: Arc::clone(&self.ignores),
-            objects: Arc::clone(&self.objects),
         }
-    }
-
-    /// The repository's objects, for troupe's own reads and writes.
-    pub async fn objects(&self) -> Result<Arc<Objects>, ObjectError> {
-        let opened = self.objects.get_or_try_init(|| async {
-            // Its reader is a git of its own: one holding the cell would
-            // keep itself alive.
-            let git = Git {
-                objects: Arc::default(),
-                ..self.clone()
-            };
-            Objects::open(git).await.map(Arc::new)
-        });
-        Ok(Arc::clone(opened.await?))
     }
 
     /// Calls under way end when `stop` is triggered.

@@ -331,7 +331,7 @@ mod tests {
     #[tokio::test]
     async fn what_troupe_writes_git_reads_as_the_same_object() {
         let (dir, repo) = repository();
-        let objects = repo.objects().await.expect("the objects");
+        let objects = Objects::open(repo).await.expect("the objects");
         let body = b"some bytes\n\0and a NUL\n";
         let written = objects.write_bytes("blob", body).expect("written");
         let hashed = git(dir.path(), &["hash-object", "--stdin"], Some(body));
@@ -344,7 +344,7 @@ mod tests {
     #[tokio::test]
     async fn a_killed_reader_fails_what_waits_on_it_and_starts_again() {
         let (_dir, repo) = repository();
-        let objects = repo.objects().await.expect("the objects");
+        let objects = Objects::open(repo).await.expect("the objects");
         objects.start().expect("started");
         let tree = objects.tree_of("HEAD").expect("HEAD's tree");
         objects.kill();

@@ -174,6 +174,9 @@ pub enum Landing {
 /// A run's repository, integration branch and checkouts.
 pub struct Worktrees {
     git: Git,
+    /// What troupe keeps of the repository between calls: its objects and
+    /// ignore checks, shared by every checkout.
+    cached: crate::git::Cached,
     record: IsolationRecord,
     workspace: PathBuf,
     run_dir: PathBuf,

@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use crate::git::Git;
 use crate::git::objects::Objects;
 use crate::git::objects::tree::Edit;
+use crate::git::{Cached, Git};
 use crate::run::isolation::stat::Raw;
 use crate::run::isolation::{IsolationError, off_runtime};
 
@@ -28,10 +28,11 @@ pub(in crate::run::isolation) struct Link {
 /// is.
 pub(in crate::run::isolation) async fn land(
     git: &Git,
+    cached: &Cached,
     head: &str,
     links: Vec<Link>,
 ) -> Result<Vec<(String, String)>, IsolationError> {
-    let objects = git.objects().await?;
+    let objects = cached.objects(git).await?;
     objects.start()?;
     let (writer, head) = (Arc::clone(&objects), head.to_string());
     let job = move || merges(&writer, &head, &links);

@@ -25,6 +25,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::git::Cached;
 use crate::git::Git;
 use crate::git::ignores::Checker;
 use crate::git::objects::{Objects, tree};
@@ -89,15 +90,16 @@ pub struct UpperChange {
 /// waits its turn for the CPU.
 pub async fn commit_upper(
     git: &Git,
+    cached: &Cached,
     base: Over<'_>,
     upper: &Path,
     markers: Markers,
     message: &str,
     max_file_size: Option<u64>,
 ) -> Result<UpperChange, IsolationError> {
-    let objects = git.objects().await?;
+    let objects = cached.objects(git).await?;
     objects.start()?;
-    let checker = git.ignores.checker(git, base.rules)?;
+    let checker = cached.ignores.checker(git, base.rules)?;
     let job = Job {
         objects: Arc::clone(&objects),
         checker: Arc::clone(&checker),
