@@ -221,7 +221,7 @@ async fn run_task(
     let proxy = match task.network_hosts.is_empty() {
         true => None,
         false => {
-            let broker = records.through_descriptor(crate::supervisor::broker::SOCKET);
+            let broker = records.through_descriptor(crate::protocol::BROKER_SOCKET);
             match proxy::start(broker).await {
                 Ok(url) => Some(url),
                 Err(e) => {

@@ -30,7 +30,9 @@ pub use sandbox::{
     SandboxSettings, UpperLayer,
 };
 pub use status::AgentStatus;
-pub use task::{AgentLimits, LISTED_FILES, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in};
+pub use task::{
+    AgentLimits, BROKER_SOCKET, LISTED_FILES, RESULTS_DIR, SUBAGENT_DIR, TaskFile, display_in,
+};
 pub use trace::{TRACEPARENT_ENV, TRACESTATE_ENV, TraceParent};
 pub use verdict::{parse_verdict, verdict_schema};
 

@@ -21,6 +21,11 @@ use crate::prompts::Prompts;
 /// troupe's own files (task, transcript, logs, spilled output).
 pub const SUBAGENT_DIR: &str = ".subagent";
 
+/// The socket in an agent's `.subagent/` through which troupe's broker
+/// connects it to the hosts its step's `powers.network` names: the parent
+/// listens there, the agent connects.
+pub const BROKER_SOCKET: &str = "network.sock";
+
 /// The directory in a workspace that holds every agent's directory and
 /// every run's records.
 pub const RESULTS_DIR: &str = "sub_agent_results";

@@ -5,12 +5,12 @@
 
 use std::path::PathBuf;
 
-use super::step::Review;
+use super::events::{SentBack, SentBackBy};
 use crate::prompts::{Prompt, Prompts, render};
-use crate::protocol::VerdictReport;
 use crate::record::ChangeRecord;
+use crate::record::Claims;
 use crate::record::{AgentRecord, StepRecord};
-use crate::run::isolation::Carried;
+use crate::run::isolation::{Carried, CheckoutView};
 
 /// What a direct dependency delivered.
 pub struct Delivered<'a> {
@@ -243,38 +243,6 @@ fn named_paths(paths: &[String]) -> String {
     text
 }
 
-/// An attempt sent back, for the next one to answer: why, and by whom.
-#[derive(Debug, Clone)]
-pub struct SentBack {
-    pub verdict: VerdictReport,
-    pub by: SentBackBy,
-}
-
-/// Who sent an attempt back, which its retry's brief names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SentBackBy {
-    /// The step's reviewer rejected it.
-    Reviewer,
-    /// troupe did: its `result` did not match the step's `output_schema`,
-    /// before any review.
-    Schema,
-    /// troupe could not land its approved change (a conflict, or a path
-    /// it refuses).
-    Landing,
-}
-
-impl SentBackBy {
-    /// Whose feedback a retry answers, for its progress line.
-    pub fn whose(self) -> &'static str {
-        match self {
-            SentBackBy::Reviewer => "the reviewer's feedback",
-            SentBackBy::Schema => "the output_schema's errors",
-            SentBackBy::Landing => "why troupe could not land it",
-        }
-    }
-}
-
 fn describe_feedback(sent_back: &SentBack, carried: &Carried) -> String {
     let verdict = &sent_back.verdict;
     let (opening, why) = match sent_back.by {
@@ -316,4 +284,14 @@ fn describe_feedback(sent_back: &SentBack, carried: &Carried) -> String {
     }
     text.push_str("\nFix these, then finish again.");
     text
+}
+
+/// What the reviewer of an attempt is given.
+pub(super) struct Review<'a> {
+    pub attempt: u32,
+    pub worker: &'a AgentRecord,
+    pub claims: &'a Claims,
+    /// With isolation: the attempt's change, and its checkout to read.
+    pub change: Option<&'a ChangeRecord>,
+    pub checkout: Option<CheckoutView>,
 }

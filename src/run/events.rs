@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::chat::Usage;
-use crate::protocol::AgentStatus;
+use crate::protocol::{AgentStatus, VerdictReport};
 use crate::record::IsolationMode;
 use crate::record::RunStatus;
 use crate::text::excerpt;
@@ -158,7 +158,7 @@ pub enum RunEvent {
     StepRetry {
         step: String,
         attempt: u32,
-        sent_back_by: super::briefs::SentBackBy,
+        sent_back_by: SentBackBy,
     },
     StepCompleted {
         step: String,
@@ -528,5 +528,37 @@ impl RunEvent {
             RunEvent::Interrupted { reason } => format!("{reason}: stopping every agent"),
         };
         Some(line)
+    }
+}
+
+/// An attempt sent back, for the next one to answer: why, and by whom.
+#[derive(Debug, Clone)]
+pub struct SentBack {
+    pub verdict: VerdictReport,
+    pub by: SentBackBy,
+}
+
+/// Who sent an attempt back, which its retry's brief names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SentBackBy {
+    /// The step's reviewer rejected it.
+    Reviewer,
+    /// troupe did: its `result` did not match the step's `output_schema`,
+    /// before any review.
+    Schema,
+    /// troupe could not land its approved change (a conflict, or a path
+    /// it refuses).
+    Landing,
+}
+
+impl SentBackBy {
+    /// Whose feedback a retry answers, for its progress line.
+    pub fn whose(self) -> &'static str {
+        match self {
+            SentBackBy::Reviewer => "the reviewer's feedback",
+            SentBackBy::Schema => "the output_schema's errors",
+            SentBackBy::Landing => "why troupe could not land it",
+        }
     }
 }

@@ -260,7 +260,7 @@ pub async fn run_team(config: TeamConfig, models: TeamModels) -> Result<TeamOutc
             workers: agents.workers,
             reviewers: agents.reviewers,
             stop: agents.stop,
-            lines: agents.lines,
+            lines: Box::new(agents.lines),
         })
     };
     let exit_code = wiring::run(wiring, models, runner, opening).await?;

@@ -4,8 +4,9 @@
 //! out, gave no verdict, or troupe could not start it) is tried once more
 //! (`review-N-2`); the run's stop or its spent budget ends it without one.
 
+use super::briefs::Review;
 use super::briefs::{DiffHead, review_brief};
-use super::step::{Review, ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
+use super::step::{ReviewEnd, ReviewOutcome, StartError, Step, StepEvent};
 use crate::protocol::{AgentRole, AgentStatus};
 use crate::record::AgentRecord;
 

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::context::AgentLines;
 use crate::llm::ChatModel;
 use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::record::AgentRecord;
 use crate::signal::StopSignal;
+use crate::supervisor::events::EventSink;
 use crate::supervisor::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};
 
 /// One agent a step needs.
@@ -30,25 +30,13 @@ pub struct AgentRequest {
     pub brief: String,
     /// With `--isolation worktree`: the attempt's checkout, which is the
     /// agent's workspace.
-    pub checkout: Option<CheckoutView>,
+    pub checkout: Option<crate::run::isolation::CheckoutView>,
     /// A worker's step's `output_schema`.
     pub output_schema: Option<serde_json::Value>,
     /// A worker's step's `powers`, within the run's ceiling.
     pub powers: Option<crate::plan::powers::Powers>,
     /// The span of its attempt, which the agent's span is a child of.
     pub trace: Option<crate::protocol::TraceParent>,
-}
-
-/// An agent's view of its step attempt's checkout.
-#[derive(Debug, Clone)]
-pub struct CheckoutView {
-    pub dir: PathBuf,
-    /// What it reads beyond the checkout: the git directories, so that git
-    /// works in it, and for a reviewer the attempt's whole diff.
-    pub read: Vec<PathBuf>,
-    /// The layers the agent's sandbox mounts there, for a copy-on-write
-    /// checkout.
-    pub overlay: Option<crate::protocol::OverlayLayers>,
 }
 
 pub type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<AgentRecord, SpawnError>> + 'a>>;
@@ -72,7 +60,8 @@ pub struct ProcessRunner {
     pub reviewers: RoleModel,
     /// Stops every running agent: the deadline, or the first Ctrl-C.
     pub stop: StopSignal,
-    pub lines: AgentLines,
+    /// Where the agents' lines go (the run's `AgentLines`).
+    pub lines: Box<dyn EventSink>,
 }
 
 impl AgentRunner for ProcessRunner {
@@ -84,7 +73,7 @@ impl AgentRunner for ProcessRunner {
             };
             let dir = crate::protocol::display_in(&self.workspace, &request.dir);
             let config = self.spawn_config(request);
-            let run = spawn_agent(config, model, &self.lines).await?;
+            let run = spawn_agent(config, model, self.lines.as_ref()).await?;
             Ok(ended(dir, &run))
         })
     }

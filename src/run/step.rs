@@ -14,14 +14,15 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 
-use super::briefs::{Delivered, SentBack, SentBackBy, worker_brief};
+use super::briefs::{Delivered, Review, worker_brief};
 use super::claims::{self, Claimed};
 use super::context::RunContext;
-use super::runner::{AgentRequest, CheckoutView};
+use super::events::{SentBack, SentBackBy};
+use super::runner::AgentRequest;
 use crate::protocol::{AgentRole, AgentStatus, VerdictReport};
 use crate::record::{AgentRecord, StepRecord};
 use crate::record::{ChangeRecord, Claims};
-use crate::run::isolation::{AttemptSpace, Carried, IsolationError, Landing};
+use crate::run::isolation::{AttemptSpace, Carried, CheckoutView, IsolationError, Landing};
 use crate::signal::{Exhausted, StopCause};
 use crate::supervisor::SpawnError;
 use crate::telemetry::Span;
@@ -122,16 +123,6 @@ impl Tried {
     fn again(verdict: VerdictReport, by: SentBackBy) -> Tried {
         Tried::Again(SentBack { verdict, by })
     }
-}
-
-/// What the reviewer of an attempt is given.
-pub(super) struct Review<'a> {
-    pub attempt: u32,
-    pub worker: &'a AgentRecord,
-    pub claims: &'a Claims,
-    /// With isolation: the attempt's change, and its checkout to read.
-    pub change: Option<&'a ChangeRecord>,
-    pub checkout: Option<CheckoutView>,
 }
 
 /// How the review of an attempt ended.

@@ -20,13 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::protocol::BROKER_SOCKET;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-
-/// The socket's name in the agent's `.subagent/`.
-pub const SOCKET: &str = "network.sock";
 
 /// The most a request's head may take.
 const MAX_HEAD: usize = 16 * 1024;
@@ -67,7 +65,7 @@ impl Broker {
         // Through the directory's descriptor: the socket's path would be
         // longer than a Unix socket address may be.
         let dir = crate::fsutil::nofollow::open_dir(records)?;
-        let at = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET}", dir.as_raw_fd()));
+        let at = PathBuf::from(format!("/proc/self/fd/{}/{BROKER_SOCKET}", dir.as_raw_fd()));
         let _ = std::fs::remove_file(&at);
         let listener = std::os::unix::net::UnixListener::bind(&at)?;
         std::fs::set_permissions(&at, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;

@@ -275,7 +275,7 @@ pub async fn run_prepared(
         false => Some(
             super::broker::Broker::start(&task.subagent_dir(), task.network_hosts.clone(), caller)
                 .map_err(|source| SpawnError::Prepare {
-                    path: task.subagent_dir().join(super::broker::SOCKET),
+                    path: task.subagent_dir().join(crate::protocol::BROKER_SOCKET),
                     source,
                 })?,
         ),

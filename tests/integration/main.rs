@@ -14,6 +14,7 @@ mod durability;
 mod fake_children;
 mod faults;
 mod hostile;
+mod house;
 mod http_client;
 mod inspect;
 mod isolation;

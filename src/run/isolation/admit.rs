@@ -18,12 +18,10 @@
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::named;
 use super::stat::Raw;
 use crate::git::{Git, GitError, Place};
 use crate::supervisor::spawn::GUARDED;
-
-/// How many refusals are named; the rest are counted.
-const NAMED: usize = 20;
 
 /// What in `checkout` troupe will not read into a change.
 pub async fn unfit_files(
@@ -136,16 +134,6 @@ pub(super) fn sparse(path: &Path, size: u64) -> Option<String> {
     let hole = nix::unistd::lseek(file.as_fd(), 0, nix::unistd::Whence::SeekHole).ok()?;
     (u64::try_from(hole).ok()? < size)
         .then(|| format!("a sparse file of {size} bytes (a hole at byte {hole})"))
-}
-
-/// At most `NAMED` sentences, and how many more there were.
-pub(super) fn named(mut all: Vec<String>) -> Vec<String> {
-    if all.len() > NAMED {
-        let more = all.len() - NAMED;
-        all.truncate(NAMED);
-        all.push(format!("and {more} more"));
-    }
-    all
 }
 
 /// The entries of `checkout` that are no file, directory or link, or a

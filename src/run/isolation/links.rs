@@ -70,7 +70,7 @@ pub async fn leading_out(
         })
         .collect();
     out.sort();
-    Ok(super::admit::named(out))
+    Ok(super::named(out))
 }
 
 /// The path and blob of one `ls-tree -z` record, if it is a link.

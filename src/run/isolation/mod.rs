@@ -61,7 +61,7 @@ use self::landing::lineage;
 use self::layers::{carry, layered, thin, upper};
 use self::open::snapshot_index;
 pub use self::shared::Shared;
-pub use self::workspaces::{AttemptSpace, Carried, Workspaces};
+pub use self::workspaces::{AttemptSpace, Carried, CheckoutView, Workspaces};
 use crate::fsutil::Durability;
 use crate::git::{self, Git, GitError};
 use crate::record::IsolationRecord;
@@ -248,6 +248,19 @@ impl Worktrees {
     fn tip(&self) -> Tip {
         self.tip.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// How many refusals of a change are named; the rest are counted.
+const NAMED: usize = 20;
+
+/// At most `NAMED` sentences, and how many more there were.
+fn named(mut all: Vec<String>) -> Vec<String> {
+    if all.len() > NAMED {
+        let more = all.len() - NAMED;
+        all.truncate(NAMED);
+        all.push(format!("and {more} more"));
+    }
+    all
 }
 
 /// `work` on a blocking thread, so that the thread serving the agents

@@ -4,10 +4,10 @@
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 
+use super::CheckoutView;
 use super::workspaces::{AttemptSpace, Workspaces};
 use super::{IsolationError, Landing};
 use crate::record::ChangeRecord;
-use crate::run::runner::CheckoutView;
 
 pub struct Shared;
 

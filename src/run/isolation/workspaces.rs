@@ -5,11 +5,12 @@
 //! the workspace itself) and `Worktrees` (a checkout per attempt, merged on
 //! approval).
 
+use std::path::PathBuf;
+
 use futures_util::future::LocalBoxFuture;
 
 use super::{IsolationError, Landing};
 use crate::record::ChangeRecord;
-use crate::run::runner::CheckoutView;
 
 /// Where a run's attempts work.
 pub trait Workspaces {
@@ -78,4 +79,16 @@ pub enum Carried {
     /// Not brought in (a merge conflict, a refused change, or nothing to
     /// carry): the attempt starts from the head.
     SetAside,
+}
+
+/// An agent's view of its step attempt's checkout.
+#[derive(Debug, Clone)]
+pub struct CheckoutView {
+    pub dir: PathBuf,
+    /// What it reads beyond the checkout: the git directories, so that git
+    /// works in it, and for a reviewer the attempt's whole diff.
+    pub read: Vec<PathBuf>,
+    /// The layers the agent's sandbox mounts there, for a copy-on-write
+    /// checkout.
+    pub overlay: Option<crate::protocol::OverlayLayers>,
 }

@@ -5,10 +5,10 @@
 use futures_util::FutureExt;
 use futures_util::future::LocalBoxFuture;
 
+use super::CheckoutView;
 use super::workspaces::{AttemptSpace, Carried, Workspaces};
 use super::{Checkout, IsolationError, Landing, Worktrees};
 use crate::record::ChangeRecord;
-use crate::run::runner::CheckoutView;
 
 impl Workspaces for Worktrees {
     fn finish(&self) -> LocalBoxFuture<'_, ()> {

@@ -29,7 +29,7 @@ use crate::git::Cached;
 use crate::git::Git;
 use crate::git::ignores::Checker;
 use crate::git::objects::{Objects, tree};
-use crate::run::isolation::admit::named;
+use crate::run::isolation::named;
 use crate::run::isolation::{IsolationError, io, off_runtime};
 
 mod write;
