@@ -15,7 +15,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::protocol::AgentStatus;
+use super::runner::ended;
+use crate::protocol::{AgentStatus, display_in};
 use crate::record::{AgentRecord, RunRecord, StepRecord, StepStatus};
 use crate::supervisor::result::AgentResult;
 use crate::timefmt::rfc3339_opt;
@@ -41,6 +42,7 @@ pub fn replay(record: &mut RunRecord, run_dir: &Path, accept_unreviewed: bool) -
     let Ok(journal) = crate::fsutil::read_record(&run_dir.join("events.jsonl")) else {
         return Vec::new();
     };
+    let workspace = std::path::PathBuf::from(&record.workspace);
     let mut said = Vec::new();
     // A torn last line (a kill mid-append) does not parse and is passed by.
     for line in journal
@@ -55,7 +57,7 @@ pub fn replay(record: &mut RunRecord, run_dir: &Path, accept_unreviewed: bool) -
         let Some(step) = line.step.as_deref().and_then(|id| record.step_mut(id)) else {
             continue;
         };
-        if step.is_done(accept_unreviewed) || !adopt_worker(step, run_dir) {
+        if step.is_done(accept_unreviewed) || !adopt_worker(step, run_dir, &workspace) {
             continue;
         }
         step.status = status;
@@ -76,7 +78,7 @@ pub fn replay(record: &mut RunRecord, run_dir: &Path, accept_unreviewed: bool) -
 /// Makes sure the step's last attempt has its worker's record: the one
 /// `run.json` has when the worker's end reached it, or one read from the
 /// worker's sealed result. `false` when neither is there.
-fn adopt_worker(step: &mut StepRecord, run_dir: &Path) -> bool {
+fn adopt_worker(step: &mut StepRecord, run_dir: &Path, workspace: &Path) -> bool {
     let Some(last) = step.attempts.iter().map(|a| a.attempt).max() else {
         return false;
     };
@@ -88,10 +90,8 @@ fn adopt_worker(step: &mut StepRecord, run_dir: &Path) -> bool {
     {
         return true;
     }
-    let sealed = run_dir
-        .join(&step.id)
-        .join(format!("worker-{last}"))
-        .join(".subagent/result.json");
+    let dir = run_dir.join(&step.id).join(format!("worker-{last}"));
+    let sealed = dir.join(".subagent/result.json");
     let Ok(result) = crate::fsutil::read_json::<AgentResult>(&sealed, "a worker's result") else {
         return false;
     };
@@ -99,7 +99,7 @@ fn adopt_worker(step: &mut StepRecord, run_dir: &Path) -> bool {
         return false;
     }
     let attempt = step.attempt_mut(last);
-    attempt.worker = Some(record_of(result));
+    attempt.worker = Some(ended(display_in(workspace, &dir), &result));
     let step_dir = run_dir.join(&step.id);
     for review in step.attempt_mut(last).reviews.iter_mut() {
         if review.status == AgentStatus::Running {
@@ -115,26 +115,11 @@ fn sealed_review(review: &AgentRecord, step_dir: &Path) -> AgentRecord {
     let name = Path::new(&review.dir).file_name().unwrap_or_default();
     let sealed = step_dir.join(name).join(".subagent/result.json");
     match crate::fsutil::read_json::<AgentResult>(&sealed, "a reviewer's result") {
-        Ok(result) => record_of(result),
+        Ok(result) => ended(review.dir.clone(), &result),
         Err(_) => AgentRecord {
             status: AgentStatus::Error,
             error: Some("troupe ended before this review's end was recorded".to_string()),
             ..review.clone()
         },
-    }
-}
-
-/// An agent's record as its sealed result gives it.
-fn record_of(result: AgentResult) -> AgentRecord {
-    AgentRecord {
-        status: result.status,
-        summary: result.result_summary,
-        deliverables_files: result.deliverables_files,
-        error: result.error,
-        stats: result.stats,
-        success_claimed: result.success,
-        timings: result.timings,
-        result: crate::plan::output::recorded(result.result.as_ref()),
-        ..AgentRecord::running(result.deliverables_dir)
     }
 }

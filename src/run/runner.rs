@@ -14,7 +14,8 @@ use crate::protocol::{AgentId, AgentRole, TaskFile};
 use crate::record::AgentRecord;
 use crate::signal::StopSignal;
 use crate::supervisor::events::EventSink;
-use crate::supervisor::{AgentRun, AgentSettings, SpawnConfig, SpawnError, spawn_agent};
+use crate::supervisor::result::AgentResult;
+use crate::supervisor::{AgentSettings, SpawnConfig, SpawnError, spawn_agent};
 
 /// One agent a step needs.
 #[derive(Debug, Clone)]
@@ -74,7 +75,7 @@ impl AgentRunner for ProcessRunner {
             let dir = crate::protocol::display_in(&self.workspace, &request.dir);
             let config = self.spawn_config(request);
             let run = spawn_agent(config, model, self.lines.as_ref()).await?;
-            Ok(ended(dir, &run))
+            Ok(ended(dir, &run.result))
         })
     }
 }
@@ -237,27 +238,26 @@ pub struct RoleModel {
     pub max_output_tokens: Option<u32>,
 }
 
-/// What the run keeps of an agent that ran, in `dir`: the parent's
-/// outcome of it, and the deliverables its result lists (which troupe
-/// found itself when the child never reported them).
-fn ended(dir: String, run: &AgentRun) -> AgentRecord {
-    let outcome = &run.outcome;
-    let summary = match (&outcome.verdict, &outcome.finish) {
-        (Some(verdict), _) => verdict.summary.clone(),
-        (None, Some(finish)) => finish.summary.clone(),
-        (None, None) => String::new(),
+/// An agent's record in `run.json`, from the result troupe sealed when it
+/// ended: the one way both a live run and a resume that replays the
+/// journal (`replay`) make it. `dir` is the agent's directory as the run
+/// shows it, relative to the run's workspace.
+pub(super) fn ended(dir: String, result: &AgentResult) -> AgentRecord {
+    let summary = match &result.verdict {
+        Some(verdict) => verdict.summary.clone(),
+        None => result.result_summary.clone(),
     };
     AgentRecord {
         dir,
-        status: outcome.status,
+        status: result.status,
         summary,
-        deliverables_files: run.result.deliverables_files.clone(),
-        verdict: outcome.verdict.clone(),
-        error: outcome.error.clone(),
-        stats: outcome.stats.clone(),
-        success_claimed: outcome.finish.as_ref().is_some_and(|f| f.success),
-        changing_calls: outcome.changing_calls,
-        timings: outcome.timings,
-        result: outcome.finish.as_ref().and_then(|f| f.result.clone()),
+        deliverables_files: result.deliverables_files.clone(),
+        verdict: result.verdict.clone(),
+        error: result.error.clone(),
+        stats: result.stats.clone(),
+        success_claimed: result.success_claimed,
+        changing_calls: result.changing_calls,
+        timings: result.timings,
+        result: result.result.clone(),
     }
 }

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::child::ChildOutcome;
-use crate::protocol::{AgentId, AgentStats, AgentStatus, StopReason, TaskFile, display_in};
+use crate::protocol::{
+    AgentId, AgentStats, AgentStatus, StopReason, TaskFile, VerdictReport, display_in,
+};
 use crate::record::AgentTimings;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +31,17 @@ pub struct AgentResult {
     /// A worker's typed result, as it gave it to `finish_task`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// A worker's own word in `finish_task` that it succeeded, which
+    /// troupe checks against what it changed (`changing_calls`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub success_claimed: bool,
+    /// Tool calls that changed something and succeeded (`write_file`,
+    /// `edit_file`, `run_command`, ...).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changing_calls: u32,
+    /// A reviewer's verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictReport>,
     /// Where troupe's own time went (milliseconds).
     #[serde(default)]
     pub timings: AgentTimings,
@@ -92,7 +105,14 @@ impl AgentResult {
             stop_reason,
             error,
             result: outcome.finish.as_ref().and_then(|f| f.result.clone()),
+            success_claimed: outcome.finish.as_ref().is_some_and(|f| f.success),
+            changing_calls: outcome.changing_calls,
+            verdict: outcome.verdict.clone(),
             timings: outcome.timings,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

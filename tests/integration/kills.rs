@@ -436,6 +436,7 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
     // The record as a kill leaves it between the journal's line and
     // run.json's write: s1 still under review, its worker's end not in.
     let mut record = read_json(&dir.join("run.json"));
+    let live = record["steps"][0]["attempts"][0].clone();
     let s1 = &mut record["steps"][0];
     s1["status"] = json!("reviewing");
     s1["attempts"][0]["worker"]["status"] = json!("running");
@@ -492,6 +493,14 @@ fn a_step_end_in_the_journal_ahead_of_run_json_is_recorded_and_never_run_again()
         json!({"lines": 1}),
         "its checked result is kept"
     );
+    // Agent for agent, the records read back are those the live run
+    // wrote: the reviewer's verdict, the worker's claim and its changing
+    // calls included.
+    let replayed = &s1["attempts"][0];
+    assert_eq!(replayed["worker"], live["worker"]);
+    assert_eq!(replayed["reviews"][0], live["reviews"][0]);
+    assert_eq!(live["reviews"][0]["verdict"]["approved"], true, "{live}");
+    assert_eq!(live["worker"]["success_claimed"], true, "{live}");
 }
 
 #[test]
