@@ -59,23 +59,26 @@ impl Ceiling {
     /// The first step of `plan` that asks for more than this, and what.
     pub fn check(&self, plan: &Plan) -> Result<(), BeyondCeiling> {
         for step in &plan.steps {
-            if let Some(powers) = &step.powers {
-                self.admits(powers).map_err(|why| BeyondCeiling {
+            if let Some(powers) = &step.powers
+                && let Some(why) = self.refusal(powers)
+            {
+                return Err(BeyondCeiling {
                     step: step.id.clone(),
                     why,
-                })?;
+                });
             }
         }
         Ok(())
     }
 
-    fn admits(&self, powers: &Powers) -> Result<(), String> {
+    /// Why the run cannot give `powers`, if it cannot.
+    fn refusal(&self, powers: &Powers) -> Option<String> {
         if let Some(name) = powers.mcp.iter().flatten().find(|n| !self.mcp.contains(n)) {
             let given = match self.mcp.is_empty() {
                 true => "none".to_string(),
                 false => self.mcp.join(", "),
             };
-            return Err(format!(
+            return Some(format!(
                 "powers.mcp names `{name}`, a server the run does not give workers (it gives: {given}); configure it in troupe.toml or with --mcp"
             ));
         }
@@ -87,31 +90,31 @@ impl Ceiling {
                     .any(|h| h.eq_ignore_ascii_case(host))
         };
         if let Some(host) = powers.hosts().iter().find(|h| !allowed(h)) {
-            return Err(format!(
+            return Some(format!(
                 "powers.network asks for {host}, which the run does not allow (give the run --allow-host {host})"
             ));
         }
         if !powers.hosts().is_empty() && self.sandbox_off {
-            return Err(
+            return Some(
                 "powers.network is held by the sandbox's network namespace, and the run's is off (--sandbox off)"
                     .to_string(),
             );
         }
         if let Some(path) = powers.read.iter().find(|p| !self.readable(p)) {
-            return Err(format!(
+            return Some(format!(
                 "powers.read names {}, which the run's agents may not read; give the run --allow-read {}",
                 path.display(),
                 path.display()
             ));
         }
         if let Some(path) = powers.read.iter().find(|p| p.canonicalize().is_err()) {
-            return Err(format!(
+            return Some(format!(
                 "powers.read names {}, which troupe cannot resolve (it is not there, or troupe may not look at it); name a path that is, whose links troupe can follow",
                 path.display()
             ));
         }
         if powers.write.is_some() && self.sandbox_off {
-            return Err(
+            return Some(
                 "powers.write is enforced by the sandbox, and the run's is off (--sandbox off)"
                     .to_string(),
             );
@@ -135,12 +138,12 @@ impl Ceiling {
             if let (Some(asked), Some(ceiling)) = (asked, ceiling)
                 && asked > ceiling
             {
-                return Err(format!(
+                return Some(format!(
                     "powers.{power} is {asked}, more than the run's {flag} {ceiling}"
                 ));
             }
         }
-        Ok(())
+        None
     }
 
     /// Whether the run's agents may read `path`, as named and where its

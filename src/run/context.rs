@@ -80,12 +80,13 @@ pub struct RunContext {
 impl RunContext {
     /// Holds the workspace for the run's workers to write it, or says who
     /// holds it.
-    pub fn hold_workspace(&self) -> Result<(), String> {
+    pub fn hold_workspace(&self) -> Result<(), WorkspaceError> {
         if self.writing.get().is_some() {
             return Ok(());
         }
-        let held = crate::fsutil::dir_lock::DirLock::take(&self.workspace)
-            .map_err(|e| crate::fsutil::dir_lock::busy(&self.workspace, &e))?;
+        let held = crate::fsutil::dir_lock::DirLock::take(&self.workspace).map_err(|e| {
+            WorkspaceError::Busy(crate::fsutil::dir_lock::busy(&self.workspace, &e))
+        })?;
         let _ = self.writing.set(held);
         Ok(())
     }
@@ -166,4 +167,16 @@ impl EventSink for AgentLines {
             self.progress.event(agent, event);
         }
     }
+}
+
+/// Why a run cannot have the workspace the way its workers need it.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// Another troupe writes it (a run whose workers share it, or an
+    /// apply), as `dir_lock::busy` says.
+    #[error("{0}")]
+    Busy(String),
+    /// `--isolation worktree` was asked for and cannot be had.
+    #[error("--isolation worktree: {0}")]
+    NoCheckouts(#[from] crate::run::isolation::IsolationError),
 }

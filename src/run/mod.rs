@@ -53,7 +53,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde::Serialize;
 
-pub use self::context::{AgentLines, TeamSettings};
+pub use self::context::{AgentLines, TeamSettings, WorkspaceError};
 pub use self::end::{EXIT_DEADLINE, EXIT_FAILED};
 pub use self::planner::{PlanFailure, Planner, ReplanContext};
 pub use self::resume::find_run;
@@ -298,7 +298,7 @@ async fn conduct(
                 if ctx.stop.cause().is_some() {
                     return Ok(owner.finish());
                 }
-                return Ok(isolation_failed(owner, reason));
+                return Ok(isolation_failed(owner, reason.to_string()));
             }
         }
         Opening::Resume { again } => {
@@ -323,7 +323,7 @@ async fn conduct(
                 if ctx.stop.cause().is_some() {
                     return Ok(owner.finish());
                 }
-                return Ok(isolation_failed(owner, reason));
+                return Ok(isolation_failed(owner, reason.to_string()));
             }
         }
     }
@@ -402,7 +402,7 @@ async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
 /// checkouts' repository and branch when they are wanted. `Err` when
 /// `--isolation worktree` was asked for and cannot be had; `auto` falls
 /// back to sharing, and says why.
-async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
+async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), WorkspaceError> {
     let ctx = owner.context();
     let widest = levels(plan).iter().map(Vec::len).max().unwrap_or(0);
     let asked = ctx.team.isolation;
@@ -484,7 +484,7 @@ async fn isolate(owner: &mut Owner<'_>, plan: &Plan) -> Result<(), String> {
                 .await;
             Ok(())
         }
-        Err(e) => Err(format!("--isolation worktree: {e}")),
+        Err(e) => Err(WorkspaceError::NoCheckouts(e)),
     }
 }
 

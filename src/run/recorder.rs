@@ -98,6 +98,17 @@ struct EventLine<'a> {
 /// `run.json` says how the run ended even then.
 const RESERVE: &str = "reserved-for-the-end";
 
+/// Why the run's end could not be written even in the space kept for it.
+#[derive(Debug, thiserror::Error)]
+pub enum EndUnwritten {
+    /// There was no such space (it could not be kept as the run started).
+    #[error("no space was kept for it: {0}")]
+    NothingKept(std::io::Error),
+    /// The space was freed, and the write failed all the same.
+    #[error("{0}")]
+    Write(std::io::Error),
+}
+
 /// How much it keeps: room for a run.json of some hundred steps written
 /// beside the one it replaces.
 const RESERVE_BYTES: usize = 2 << 20;
@@ -149,16 +160,15 @@ impl Recorder {
     }
 
     /// Writes `record` as the run's last run.json in the space kept for
-    /// it, after a write of it failed (a full disk); the reason it could
-    /// not be written otherwise, when it could not be written at all.
-    pub fn write_end_in_reserve(run_dir: &Path, record: &RunRecord) -> Result<(), String> {
+    /// it, after a write of it failed (a full disk).
+    pub fn write_end_in_reserve(run_dir: &Path, record: &RunRecord) -> Result<(), EndUnwritten> {
         let freed = std::fs::remove_file(run_dir.join(RESERVE));
         let written =
             crate::fsutil::write_json_atomic(&run_dir.join("run.json"), record, Durability::Commit);
         match (freed, written) {
             (_, Ok(())) => Ok(()),
-            (Err(e), Err(_)) => Err(format!("no space was kept for it: {e}")),
-            (Ok(()), Err(e)) => Err(e.to_string()),
+            (Err(kept), Err(_)) => Err(EndUnwritten::NothingKept(kept)),
+            (Ok(()), Err(written)) => Err(EndUnwritten::Write(written)),
         }
     }
 

@@ -15,6 +15,7 @@
 //! helper is gone before the agent starts, and its namespace lives on in
 //! the descriptor kept here.
 
+use super::SetupError;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
@@ -38,7 +39,7 @@ pub struct IdMap {
 }
 
 impl IdMap {
-    pub fn new() -> Result<IdMap, String> {
+    pub fn new() -> Result<IdMap, SetupError> {
         let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| format!("cannot make a pipe: {e}"))?;
         // SAFETY: the process has one thread; the child only unshares,
@@ -59,7 +60,9 @@ impl IdMap {
                 let said = read(&ready_r, &mut answer);
                 let opened = match said {
                     Ok(1) if answer[0] == b'y' => map(child),
-                    _ => Err("cannot make a user namespace for the agent's ids".to_string()),
+                    _ => Err(SetupError::Refused(
+                        "cannot make a user namespace for the agent's ids".to_string(),
+                    )),
                 };
                 let _ = kill(child, Signal::SIGKILL);
                 let _ = waitpid(child, None);
@@ -70,7 +73,7 @@ impl IdMap {
 
     /// Replaces the mounts at `path` with a copy whose owners show
     /// through the maps.
-    pub fn remap(&self, path: &Path) -> Result<(), String> {
+    pub fn remap(&self, path: &Path) -> Result<(), SetupError> {
         let source = mounts::open_path(path)?;
         let tree = mounts::clone_tree(source.as_fd(), path)?;
         mounts::set_idmap(tree.as_fd(), self.userns.as_fd(), path)?;
@@ -79,7 +82,7 @@ impl IdMap {
 
     /// A detached copy of the mounts at `fd` (opened as `path`) whose
     /// owners show through the maps.
-    pub fn mapped_copy(&self, fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
+    pub fn mapped_copy(&self, fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, SetupError> {
         let tree = mounts::clone_tree(fd, path)?;
         mounts::set_idmap(tree.as_fd(), self.userns.as_fd(), path)?;
         Ok(tree)
@@ -88,26 +91,26 @@ impl IdMap {
     /// Joins the namespace as its root, the host's `UNPRIVILEGED`: every
     /// process started from here on has that uid and gid, and no
     /// supplementary group.
-    pub fn become_unprivileged(&self) -> Result<(), String> {
+    pub fn become_unprivileged(&self) -> Result<(), SetupError> {
         setns(self.userns.as_fd(), CloneFlags::CLONE_NEWUSER)
             .map_err(|e| format!("cannot join the agent's user namespace: {e}"))?;
         nix::unistd::setgroups(&[]).map_err(|e| format!("cannot drop the groups: {e}"))?;
         let (root_gid, root_uid) = (Gid::from_raw(0), Uid::from_raw(0));
         nix::unistd::setresgid(root_gid, root_gid, root_gid)
-            .map_err(|e| format!("cannot take the agent's gid: {e}"))?;
+            .map_err(SetupError::call("cannot take the agent's gid"))?;
         nix::unistd::setresuid(root_uid, root_uid, root_uid)
-            .map_err(|e| format!("cannot take the agent's uid: {e}"))
+            .map_err(SetupError::call("cannot take the agent's uid"))
     }
 }
 
 /// Writes the helper's maps and opens its namespace.
-fn map(helper: nix::unistd::Pid) -> Result<OwnedFd, String> {
+fn map(helper: nix::unistd::Pid) -> Result<OwnedFd, SetupError> {
     let proc = format!("/proc/{helper}");
     let line = format!("0 {UNPRIVILEGED} 1");
     std::fs::write(format!("{proc}/uid_map"), &line)
         .and_then(|()| std::fs::write(format!("{proc}/gid_map"), &line))
-        .map_err(|e| format!("cannot map the agent's ids: {e}"))?;
+        .map_err(SetupError::io("cannot map the agent's ids"))?;
     std::fs::File::open(format!("{proc}/ns/user"))
         .map(OwnedFd::from)
-        .map_err(|e| format!("cannot open the agent's user namespace: {e}"))
+        .map_err(SetupError::io("cannot open the agent's user namespace"))
 }

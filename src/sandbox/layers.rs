@@ -5,6 +5,7 @@
 //! (capabilities, Landlock, seccomp), in the process that goes on as the
 //! agent.
 
+use super::SetupError;
 use super::{
     Confined, SandboxError, add_missing, idmap, limits, namespaces, open_journal, privileges,
     process_tree, readable_paths, rules, seccomp, view, writable_paths,
@@ -28,7 +29,7 @@ pub(super) fn confine(
 ) -> Result<Confined, SandboxError> {
     let mut missing = Vec::new();
     if let Err(why) = limits::first_to_go() {
-        missing.push(why);
+        missing.push(why.to_string());
     }
     let privileged = namespaces::privileged();
     let root = nix::unistd::geteuid().is_root();
@@ -55,9 +56,9 @@ pub(super) fn confine(
             if let Some(group) = &group {
                 group.remove();
             }
-            return Err(SandboxError::Setup(format!(
+            return Err(SandboxError::Setup(SetupError::Refused(format!(
                 "the workspace is a copy-on-write checkout, which needs a mount namespace: {why}"
-            )));
+            ))));
         }
         Err(why) => {
             if let Some(group) = &group {
@@ -93,7 +94,7 @@ fn in_namespaces(
     missing.extend(view.missing.iter().cloned());
     let dropped = idmap.filter(|_| view.remapped);
     let uid = dropped.as_ref().map(|_| idmap::UNPRIVILEGED);
-    let in_init = || -> Result<Vec<String>, String> {
+    let in_init = || -> Result<Vec<String>, SetupError> {
         Ok(view::mount_proc()
             .err()
             .map(|why| format!("other processes stay visible in /proc ({why})"))
@@ -102,7 +103,7 @@ fn in_namespaces(
     };
     // The init, still troupe's powers, moves the agent into its group,
     // then gives up root as the agent does.
-    let settle = |agent: nix::unistd::Pid| -> Result<(), String> {
+    let settle = |agent: nix::unistd::Pid| -> Result<(), SetupError> {
         let moved = group.as_ref().map_or(Ok(()), |g| g.move_in(agent.as_raw()));
         if let Some(idmap) = &dropped {
             let _ = idmap.become_unprivileged();
@@ -154,7 +155,7 @@ fn confine_self(
     };
     let limit_events = group.map(|g| g.event_files()).unwrap_or_default();
     if let Err(why) = privileges::drop_all() {
-        missing.push(why);
+        missing.push(why.to_string());
     }
     let deny_network = !settings.allow_network;
     let scratch = view.as_ref().map(|v| v.scratch.clone()).unwrap_or_default();
@@ -184,7 +185,7 @@ fn confine_self(
     }
     let socket_filter = landlock_network;
     let seccomp = seccomp::install(socket_filter)
-        .map_err(|why| missing.push(why))
+        .map_err(|why| missing.push(why.to_string()))
         .is_ok();
     report.network_denied = deny_network
         && (made.network || (report.network_denied && seccomp && socket_filter && scoped));
@@ -205,9 +206,9 @@ fn confine_self(
             report.repository_read_only = view.repository_read_only;
             report.overlay = view.overlay;
             report.host_sockets_masked = view.sockets_masked;
-            view.journal.try_clone().map_err(|e| {
-                SandboxError::Setup(format!("cannot keep the agent's directory open: {e}"))
-            })?
+            view.journal
+                .try_clone()
+                .map_err(SetupError::io("cannot keep the agent's directory open"))?
         }
         None => {
             // Landlock alone keeps a reviewer from the results directory.
@@ -249,7 +250,7 @@ fn rlimits(
     match limits::set_rlimits(memory, processes) {
         Ok(()) => limits::report(memory, processes, LimitKind::Rlimit),
         Err(why) => {
-            missing.push(why);
+            missing.push(why.to_string());
             None
         }
     }

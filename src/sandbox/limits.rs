@@ -18,6 +18,7 @@
 //! Either way the agent's processes are the OOM killer's first pick
 //! (`oom_score_adj` 1000), never troupe.
 
+use super::SetupError;
 use std::path::{Path, PathBuf};
 
 use nix::sys::resource::{Resource, setrlimit};
@@ -96,14 +97,16 @@ fn parent_for(controller: &str) -> Option<Dir> {
 
 impl Group {
     /// Makes the agent's group with its bounds, or says why it cannot.
-    pub fn create(memory: Option<u64>, processes: Option<u64>) -> Result<Group, String> {
+    pub fn create(memory: Option<u64>, processes: Option<u64>) -> Result<Group, SetupError> {
         let name = group_name(std::process::id());
         let mut group = Group::default();
         let wanted = [("memory", memory), ("pids", processes)];
         for (controller, bound) in wanted {
             let Some(bound) = bound else { continue };
             let made = parent_for(controller)
-                .ok_or_else(|| format!("no {controller} controller is available"))
+                .ok_or_else(|| {
+                    SetupError::Refused(format!("no {controller} controller is available"))
+                })
                 .and_then(|parent| group.add(parent, &name, controller, bound));
             if let Err(why) = made {
                 group.remove();
@@ -113,7 +116,13 @@ impl Group {
         Ok(group)
     }
 
-    fn add(&mut self, parent: Dir, name: &str, controller: &str, bound: u64) -> Result<(), String> {
+    fn add(
+        &mut self,
+        parent: Dir,
+        name: &str,
+        controller: &str,
+        bound: u64,
+    ) -> Result<(), SetupError> {
         let path = parent.path.join(name);
         if !self.dirs.iter().any(|d| d.path == path) {
             std::fs::create_dir(&path)
@@ -139,7 +148,7 @@ impl Group {
 
     /// Moves the process `pid` (of the caller's PID namespace) into the
     /// group; what it starts from then on is in it too.
-    pub fn move_in(&self, pid: i32) -> Result<(), String> {
+    pub fn move_in(&self, pid: i32) -> Result<(), SetupError> {
         for dir in &self.dirs {
             std::fs::write(dir.path.join("cgroup.procs"), pid.to_string())
                 .map_err(|e| format!("cannot move the agent into {}: {e}", dir.path.display()))?;
@@ -194,7 +203,7 @@ pub fn await_bounds(memory: Option<u64>, processes: Option<u64>) -> Option<Strin
     let why = pending.wait().err()?;
     let fallback = match set_rlimits(memory, processes) {
         Ok(()) => "resource limits bound its processes instead".to_string(),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     Some(format!(
         "the agent's control group does not hold it ({why}); {fallback}"
@@ -215,7 +224,7 @@ pub fn remove_leftover(pid: u32) {
 /// The resource limits that stand in for a control group. `RLIMIT_NPROC`
 /// binds only where the agent has a user namespace of its own and is not
 /// root in the host's.
-pub fn set_rlimits(memory: Option<u64>, processes: Option<u64>) -> Result<(), String> {
+pub fn set_rlimits(memory: Option<u64>, processes: Option<u64>) -> Result<(), SetupError> {
     if let Some(bytes) = memory {
         setrlimit(Resource::RLIMIT_DATA, bytes, bytes)
             .map_err(|e| format!("cannot bound the memory (RLIMIT_DATA): {e}"))?;
@@ -230,11 +239,11 @@ pub fn set_rlimits(memory: Option<u64>, processes: Option<u64>) -> Result<(), St
 /// Makes this process, and all it starts, the OOM killer's first pick.
 /// The `/proc` files of a non-dumpable process are root's, so it is
 /// dumpable for the write.
-pub fn first_to_go() -> Result<(), String> {
+pub fn first_to_go() -> Result<(), SetupError> {
     let _ = nix::sys::prctl::set_dumpable(true);
     let written = std::fs::write("/proc/self/oom_score_adj", "1000");
     let _ = nix::sys::prctl::set_dumpable(false);
-    written.map_err(|e| format!("cannot raise oom_score_adj: {e}"))
+    written.map_err(SetupError::io("cannot raise oom_score_adj"))
 }
 
 /// What a memory bound by control group counts.

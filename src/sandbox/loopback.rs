@@ -1,14 +1,17 @@
 //! The loopback of a new network namespace, which starts down: up, so
 //! that a command's test server on 127.0.0.1 works inside the agent.
 
+use super::SetupError;
 use std::os::fd::AsRawFd;
 
 use nix::errno::Errno;
 use nix::libc;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
 
-pub fn bring_up() -> Result<(), String> {
-    let fail = |what: &str, e: Errno| format!("cannot bring up the loopback ({what}): {e}");
+pub fn bring_up() -> Result<(), SetupError> {
+    let fail = |what: &str, e: Errno| {
+        SetupError::call(format!("cannot bring up the loopback ({what})"))(e)
+    };
     let sock = socket(
         AddressFamily::Inet,
         SockType::Datagram,

@@ -45,6 +45,7 @@ mod process_tree;
 mod rules;
 mod scratch;
 mod seccomp;
+mod setup_error;
 mod view;
 
 use std::os::fd::OwnedFd;
@@ -63,6 +64,7 @@ pub fn agent_owner() -> Option<u32> {
 pub use self::narrow::Narrow;
 pub use self::privileges::{Inherited, make_undumpable, shut_inherited};
 pub use self::probe::probe;
+pub use self::setup_error::SetupError;
 use crate::protocol::{
     AgentRole, ReadScope, SandboxLevel, SandboxMode, SandboxReport, SandboxSettings, TaskFile,
 };
@@ -74,7 +76,7 @@ pub enum SandboxError {
     #[error("--sandbox required, but this kernel cannot enforce the whole policy: {0}")]
     NotEnforceable(String),
     #[error("cannot set up the sandbox: {0}")]
-    Setup(String),
+    Setup(#[from] SetupError),
 }
 
 /// The agent once confined.
@@ -129,7 +131,10 @@ pub fn open_write_paths(task: &TaskFile) -> Result<Vec<(PathBuf, OwnedFd)>, Sand
         return Ok(Vec::new());
     };
     let refused = |path: &Path, why: String| {
-        SandboxError::Setup(format!("powers.write names {}: {why}", path.display()))
+        SandboxError::Setup(SetupError::Refused(format!(
+            "powers.write names {}: {why}",
+            path.display()
+        )))
     };
     let root =
         nofollow::open_dir(&task.workspace).map_err(|e| refused(&task.workspace, e.to_string()))?;
@@ -222,15 +227,15 @@ pub fn readable_paths(task: &TaskFile, settings: &SandboxSettings) -> Option<Vec
 /// the process that called it waits for the agent and exits as it did.
 pub fn enter(task: &TaskFile, settings: &SandboxSettings) -> Result<Confined, SandboxError> {
     if settings.mode == SandboxMode::Off && settings.overlay.is_some() {
-        return Err(SandboxError::Setup(
+        return Err(SandboxError::Setup(SetupError::Refused(
             "the workspace is a copy-on-write checkout, which needs the sandbox's mount namespace (--sandbox off asks for none)".to_string(),
-        ));
+        )));
     }
     if settings.mode == SandboxMode::Off {
         let mut report = SandboxReport::new(SandboxLevel::Off, None);
         report.note = "the sandbox is off (--sandbox off)".to_string();
         if let Err(why) = privileges::drop_all() {
-            add_missing(&mut report, vec![why]);
+            add_missing(&mut report, vec![why.to_string()]);
         }
         return Ok(Confined {
             report,
@@ -247,12 +252,9 @@ pub fn enter(task: &TaskFile, settings: &SandboxSettings) -> Result<Confined, Sa
 }
 
 pub(super) fn open_journal(task: &TaskFile) -> Result<OwnedFd, SandboxError> {
-    crate::fsutil::nofollow::open_dir(&task.subagent_dir()).map_err(|e| {
-        SandboxError::Setup(format!(
-            "cannot open {}: {e}",
-            task.subagent_dir().display()
-        ))
-    })
+    let dir = task.subagent_dir();
+    crate::fsutil::nofollow::open_dir(&dir)
+        .map_err(|e| SetupError::io(format!("cannot open {}", dir.display()))(e).into())
 }
 
 /// The memory bound of an agent when none is given: 4 GiB.

@@ -7,6 +7,7 @@
 //! `/tmp` is put back, and how an id-mapped copy of a directory is
 //! attached.
 
+use super::SetupError;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -17,17 +18,20 @@ use nix::libc;
 use nix::mount::{MsFlags, mount};
 use nix::sys::statvfs::{FsFlags, statvfs};
 
-fn failed(what: &str, path: &Path, error: Errno) -> String {
-    format!("{what} {}: {error}", path.display())
+fn failed(what: &str, path: &Path, errno: Errno) -> SetupError {
+    SetupError::Call {
+        what: format!("{what} {}", path.display()),
+        errno,
+    }
 }
 
-fn c_path(path: &Path) -> Result<CString, String> {
+fn c_path(path: &Path) -> Result<CString, SetupError> {
     CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| format!("{} holds a NUL byte", path.display()))
+        .map_err(|_| SetupError::Refused(format!("{} holds a NUL byte", path.display())))
 }
 
 /// Keeps the mounts made from here on out of every other namespace.
-pub fn make_private() -> Result<(), String> {
+pub fn make_private() -> Result<(), SetupError> {
     mount(
         None::<&str>,
         "/",
@@ -39,7 +43,7 @@ pub fn make_private() -> Result<(), String> {
 }
 
 /// `from` (and what is mounted below it) at `to`.
-pub fn bind(from: &Path, to: &Path) -> Result<(), String> {
+pub fn bind(from: &Path, to: &Path) -> Result<(), SetupError> {
     mount(
         Some(from),
         to,
@@ -52,7 +56,7 @@ pub fn bind(from: &Path, to: &Path) -> Result<(), String> {
 
 /// A fresh tmpfs at `path`, owned by the caller, with `mode` and at most
 /// `size` bytes.
-pub fn tmpfs(path: &Path, mode: u32, size: Option<u64>) -> Result<(), String> {
+pub fn tmpfs(path: &Path, mode: u32, size: Option<u64>) -> Result<(), SetupError> {
     let mut options = format!("mode={mode:o}");
     if let Some(size) = size {
         options.push_str(&format!(",size={size}"));
@@ -73,14 +77,14 @@ pub fn special(
     path: &Path,
     flags: MsFlags,
     options: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     mount(Some(kind), path, Some(kind), flags, options)
         .map_err(|e| failed(&format!("cannot mount {kind} on"), path, e))
 }
 
 /// Remounts the bind mount at `path` read-only, keeping the flags it has:
 /// a user namespace may add restrictions to a mount but not lift them.
-pub fn read_only(path: &Path) -> Result<(), String> {
+pub fn read_only(path: &Path) -> Result<(), SetupError> {
     let kept = statvfs(path)
         .map(|stat| {
             let flags = stat.flags();
@@ -114,14 +118,14 @@ pub fn unmount(path: &Path) {
 }
 
 /// `path` bound onto itself, read-only.
-pub fn freeze(path: &Path) -> Result<(), String> {
+pub fn freeze(path: &Path) -> Result<(), SetupError> {
     bind(path, path)?;
     read_only(path)
 }
 
 /// A detached copy of the mount tree at `fd` (a directory or file opened
 /// with `O_PATH`), to attach elsewhere or change first.
-pub fn clone_tree(fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
+pub fn clone_tree(fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, SetupError> {
     let empty = c"";
     let flags = libc::OPEN_TREE_CLONE
         | libc::OPEN_TREE_CLOEXEC as libc::c_uint
@@ -133,14 +137,19 @@ pub fn clone_tree(fd: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, String> {
     if fd < 0 {
         return Err(failed("cannot copy the mounts of", path, Errno::last()));
     }
-    let fd = i32::try_from(fd).map_err(|_| format!("open_tree returned {fd}"))?;
+    let fd =
+        i32::try_from(fd).map_err(|_| SetupError::Refused(format!("open_tree returned {fd}")))?;
     // SAFETY: the kernel just returned this descriptor, which nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Makes the detached tree `tree` show the files' owners through the id
 /// maps of the user namespace `userns`.
-pub fn set_idmap(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>, path: &Path) -> Result<(), String> {
+pub fn set_idmap(
+    tree: BorrowedFd<'_>,
+    userns: BorrowedFd<'_>,
+    path: &Path,
+) -> Result<(), SetupError> {
     let mut attr: libc::mount_attr = unsafe { std::mem::zeroed() };
     attr.attr_set = libc::MOUNT_ATTR_IDMAP;
     attr.userns_fd = u64::try_from(userns.as_raw_fd()).unwrap_or(0);
@@ -165,7 +174,7 @@ pub fn set_idmap(tree: BorrowedFd<'_>, userns: BorrowedFd<'_>, path: &Path) -> R
 }
 
 /// Attaches the detached tree `tree` at `to`.
-pub fn attach(tree: BorrowedFd<'_>, to: &Path) -> Result<(), String> {
+pub fn attach(tree: BorrowedFd<'_>, to: &Path) -> Result<(), SetupError> {
     let target = c_path(to)?;
     let empty = c"";
     // SAFETY: move_mount reads two NUL-terminated paths that outlive the
@@ -187,14 +196,14 @@ pub fn attach(tree: BorrowedFd<'_>, to: &Path) -> Result<(), String> {
 }
 
 /// What `fd` (opened before a mount covered it) names, bound at `to`.
-pub fn bind_fd(fd: BorrowedFd<'_>, to: &Path) -> Result<(), String> {
+pub fn bind_fd(fd: BorrowedFd<'_>, to: &Path) -> Result<(), SetupError> {
     let tree = clone_tree(fd, to)?;
     attach(std::os::fd::AsFd::as_fd(&tree), to)
 }
 
 /// `path` opened to name it, not to read it, for `bind_fd` and
 /// `clone_tree`.
-pub fn open_path(path: &Path) -> Result<OwnedFd, String> {
+pub fn open_path(path: &Path) -> Result<OwnedFd, SetupError> {
     nix::fcntl::open(
         path,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NOFOLLOW,

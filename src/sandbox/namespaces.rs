@@ -10,6 +10,7 @@
 //! it) and, unless the network is allowed, a network namespace that holds
 //! nothing but its own loopback, which is brought up.
 
+use super::SetupError;
 use nix::sched::{CloneFlags, unshare};
 
 /// What `enter` made.
@@ -53,7 +54,7 @@ pub fn privileged() -> bool {
 /// `Err` says what could not be made; a user namespace made before the
 /// failure stays (it cannot be left), which changes nothing an agent can
 /// do.
-pub fn enter(privileged: bool, keep_network: bool) -> Result<Made, String> {
+pub fn enter(privileged: bool, keep_network: bool) -> Result<Made, SetupError> {
     let mut made = Made::default();
     if !privileged {
         own_user_namespace()?;
@@ -75,7 +76,7 @@ pub fn enter(privileged: bool, keep_network: bool) -> Result<Made, String> {
     Ok(made)
 }
 
-fn own_user_namespace() -> Result<(), String> {
+fn own_user_namespace() -> Result<(), SetupError> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     unshare(CloneFlags::CLONE_NEWUSER).map_err(|e| {
         format!("cannot make a user namespace (unprivileged user namespaces may be disabled): {e}")
@@ -87,5 +88,7 @@ fn own_user_namespace() -> Result<(), String> {
         .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
         .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")));
     let _ = nix::sys::prctl::set_dumpable(false);
-    mapped.map_err(|e| format!("cannot map the user's ids in a user namespace: {e}"))
+    mapped.map_err(SetupError::io(
+        "cannot map the user's ids in a user namespace",
+    ))
 }

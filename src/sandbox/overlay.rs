@@ -13,6 +13,7 @@
 //! of its own (an ordinary user's agent) the overlay keeps its markers in
 //! `user.` attributes (`userxattr`).
 
+use super::SetupError;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
@@ -39,7 +40,7 @@ impl Held {
     /// copy made after would hold those remapped mounts, which cannot be
     /// mapped again). A base's files, root's on the disk, are then its
     /// own in the checkout.
-    pub fn open(layers: &OverlayLayers, idmap: Option<&IdMap>) -> Result<Held, String> {
+    pub fn open(layers: &OverlayLayers, idmap: Option<&IdMap>) -> Result<Held, SetupError> {
         let lower = layers
             .lower
             .iter()
@@ -67,7 +68,7 @@ impl Held {
 
     /// Mounts the held layers at `at`; `own_user` when the caller is in a
     /// user namespace of its own.
-    pub fn mount_at(&self, at: &Path, own_user: bool) -> Result<(), String> {
+    pub fn mount_at(&self, at: &Path, own_user: bool) -> Result<(), SetupError> {
         let named = |fd: &OwnedFd| format!("/proc/self/fd/{}", fd.as_raw_fd());
         let lower: Vec<String> = self.lower.iter().map(named).collect();
         let mut options = format!("lowerdir={}", lower.join(":"));
@@ -82,7 +83,7 @@ impl Held {
             flags |= MsFlags::MS_RDONLY;
         }
         if self.upper.is_none() || self.read_only {
-            return mount_with(at, flags, options, own_user).map_err(|e| e.said);
+            return mount_with(at, flags, options, own_user);
         }
         // A writable overlay syncs its upper file system, all of it, when
         // the last process in the agent's namespace lets it go: every
@@ -95,20 +96,13 @@ impl Held {
         // (`clear_work`). A kernel before 5.10 does not know `volatile`,
         // and gets the mount as it was.
         match mount_with(at, flags, format!("{options},volatile"), own_user) {
-            Err(MountError {
+            Err(SetupError::Call {
                 errno: nix::errno::Errno::EINVAL,
                 ..
             }) => mount_with(at, flags, options, own_user),
             made => made,
         }
-        .map_err(|e| e.said)
     }
-}
-
-/// A mount that failed: its errno, and what to say.
-struct MountError {
-    errno: nix::errno::Errno,
-    said: String,
 }
 
 fn mount_with(
@@ -116,13 +110,7 @@ fn mount_with(
     flags: MsFlags,
     mut options: String,
     own_user: bool,
-) -> Result<(), MountError> {
-    let fail = |why: String| {
-        format!(
-            "cannot mount the attempt's copy-on-write checkout at {}: {why}",
-            at.display()
-        )
-    };
+) -> Result<(), SetupError> {
     options.push_str(",redirect_dir=nofollow,metacopy=off,index=off,xino=off");
     if own_user {
         options.push_str(",userxattr");
@@ -134,8 +122,8 @@ fn mount_with(
         flags,
         Some(options.as_str()),
     )
-    .map_err(|errno| MountError {
-        errno,
-        said: fail(errno.to_string()),
-    })
+    .map_err(SetupError::call(format!(
+        "cannot mount the attempt's copy-on-write checkout at {}",
+        at.display()
+    )))
 }

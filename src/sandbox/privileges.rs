@@ -13,6 +13,7 @@
 //! file-capability binary. What root keeps is its uid: it owns root's
 //! files.
 
+use super::SetupError;
 use nix::errno::Errno;
 
 /// What to do with the descriptors above 2 that a process's caller left
@@ -46,7 +47,7 @@ pub fn make_undumpable() -> Result<(), Errno> {
 
 /// Drops every capability and sets `no_new_privs`. `Err` says what could
 /// not be dropped.
-pub fn drop_all() -> Result<(), String> {
+pub fn drop_all() -> Result<(), SetupError> {
     use caps::CapSet;
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("cannot set no_new_privs: {e}"))?;
     // Dropping from the bounding set takes CAP_SETPCAP. Without it an
@@ -68,10 +69,10 @@ pub fn drop_all() -> Result<(), String> {
     let root = nix::unistd::geteuid().is_root();
     let bounding = caps::read(None, CapSet::Bounding).unwrap_or_default();
     if root && !bounding.is_empty() {
-        return Err(format!(
+        return Err(SetupError::Refused(format!(
             "running as root without CAP_SETPCAP, the bounding set keeps {} capabilities, which a command regains by running any program",
             bounding.len()
-        ));
+        )));
     }
     Ok(())
 }

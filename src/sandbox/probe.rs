@@ -5,6 +5,7 @@
 //! why not in its note). troupe runs the probe once before an isolated run
 //! to choose its kind of checkout.
 
+use super::SetupError;
 use std::path::{Path, PathBuf};
 
 use super::{DEFAULT_MAX_MEMORY, DEFAULT_MAX_PROCESSES, SandboxError, enter};
@@ -22,7 +23,7 @@ const BELOW: &str = "below.txt";
 /// The workers are children of the calling process, which removes the
 /// scratch directory after them.
 pub fn probe() -> Result<(), SandboxError> {
-    let setup = |e: std::io::Error| SandboxError::Setup(format!("cannot probe: {e}"));
+    let setup = |e: std::io::Error| SandboxError::Setup(SetupError::io("cannot probe")(e));
     let scratch = tempfile::Builder::new()
         .prefix("troupe-probe-")
         .tempdir()
@@ -83,13 +84,15 @@ struct Trial {
 impl Trial {
     /// Whether the worker read the lower layer and its report landed in
     /// the upper one, not in the directory it was mounted on.
-    fn verdict(self) -> Result<(), String> {
+    fn verdict(self) -> Result<(), SetupError> {
         finish(self.worker).map_err(|e| e.to_string())?;
         let written = self.results.join("upper").join(REPORT);
         let report: SandboxReport = read_report(&written).map_err(|e| e.to_string())?;
         match report.overlay && !self.workspace.join(REPORT).exists() {
             true => Ok(()),
-            false => Err("the worker's writes did not land in its own layer".to_string()),
+            false => Err(SetupError::Refused(
+                "the worker's writes did not land in its own layer".to_string(),
+            )),
         }
     }
 }
@@ -97,7 +100,7 @@ impl Trial {
 /// Starts a worker in a checkout laid out as an isolated attempt's is
 /// (inside the results directory, its layers beside it) that must read
 /// the lower layer and whose report must land in the upper one.
-fn overlay_trial(base: &Path) -> Result<Trial, String> {
+fn overlay_trial(base: &Path) -> Result<Trial, SetupError> {
     let results = base.join("isolated").join(crate::protocol::RESULTS_DIR);
     let layers = OverlayLayers {
         lower: vec![results.join("lower")],
@@ -139,7 +142,9 @@ fn overlay_trial(base: &Path) -> Result<Trial, String> {
 fn finish(worker: nix::unistd::Pid) -> Result<(), SandboxError> {
     match nix::sys::wait::waitpid(worker, None) {
         Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
-        other => Err(SandboxError::Setup(format!("the probe ended {other:?}"))),
+        other => Err(SandboxError::Setup(SetupError::Refused(format!(
+            "the probe ended {other:?}"
+        )))),
     }
 }
 
@@ -150,7 +155,7 @@ fn start(
     task: &TaskFile,
     overlay: Option<OverlayLayers>,
 ) -> Result<nix::unistd::Pid, SandboxError> {
-    let setup = |e: std::io::Error| SandboxError::Setup(format!("cannot probe: {e}"));
+    let setup = |e: std::io::Error| SandboxError::Setup(SetupError::io("cannot probe")(e));
     // SAFETY: the caller has one thread, as `enter` needs.
     match unsafe { nix::unistd::fork() }.map_err(|e| setup(e.into()))? {
         nix::unistd::ForkResult::Parent { child } => Ok(child),
@@ -185,5 +190,5 @@ fn start(
 
 fn read_report(path: &Path) -> Result<SandboxReport, SandboxError> {
     crate::fsutil::read_json(path, "the probe's report")
-        .map_err(|e| SandboxError::Setup(format!("cannot probe: {e}")))
+        .map_err(|e| SandboxError::Setup(SetupError::Refused(format!("cannot probe: {e}"))))
 }

@@ -15,6 +15,7 @@
 //! An init ignores signals from inside its namespace that it has no
 //! handler for, and SIGKILL from inside always: a command cannot kill it.
 
+use super::SetupError;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::errno::Errno;
@@ -38,10 +39,10 @@ const PASSED_ON: [Signal; 3] = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
 /// runs `when_done` once the init is gone; the stand-in and the init never
 /// return.
 pub fn fork_init_and_agent(
-    in_init: impl FnOnce() -> Result<Vec<String>, String>,
-    settle: impl FnOnce(Pid) -> Result<(), String>,
+    in_init: impl FnOnce() -> Result<Vec<String>, SetupError>,
+    settle: impl FnOnce(Pid) -> Result<(), SetupError>,
     when_done: impl FnOnce(),
-) -> Result<(Vec<String>, Settling), String> {
+) -> Result<(Vec<String>, Settling), SetupError> {
     // SAFETY: the process has one thread (no runtime yet), so the child
     // may do anything the parent could.
     match unsafe { fork() }.map_err(|e| format!("cannot fork the agent's init: {e}"))? {
@@ -58,7 +59,7 @@ pub fn fork_init_and_agent(
             drop(settled_r);
             let said = match settle(child) {
                 Ok(()) => Vec::new(),
-                Err(why) => why.into_bytes(),
+                Err(why) => why.to_string().into_bytes(),
             };
             let _ = nix::unistd::write(&settled_w, if said.is_empty() { b"y" } else { &said });
             drop(settled_w);
@@ -78,7 +79,7 @@ pub struct Settling(Option<std::os::fd::OwnedFd>);
 
 impl Settling {
     /// Waits for the init; `Err` says what it could not do.
-    pub fn wait(mut self) -> Result<(), String> {
+    pub fn wait(mut self) -> Result<(), SetupError> {
         let Some(fd) = self.0.take() else {
             return Ok(());
         };
@@ -87,8 +88,12 @@ impl Settling {
         let _ = std::io::Read::read_to_end(&mut file, &mut said);
         match said.as_slice() {
             b"y" => Ok(()),
-            [] => Err("the agent's init ended before it said".to_string()),
-            why => Err(String::from_utf8_lossy(why).into_owned()),
+            [] => Err(SetupError::Refused(
+                "the agent's init ended before it said".to_string(),
+            )),
+            why => Err(SetupError::Refused(
+                String::from_utf8_lossy(why).into_owned(),
+            )),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! copied out as a detached mount, and the tmpfs taken away again: the
 //! copies keep it alive, and each is attached where the view wants it.
 
+use super::SetupError;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,7 @@ pub struct ScratchSpace {
 impl ScratchSpace {
     /// One tmpfs of `size` bytes (unbounded but by the kernel's default
     /// without one), with a directory for each of `PLACES`.
-    pub fn make(size: Option<u64>) -> Result<ScratchSpace, String> {
+    pub fn make(size: Option<u64>) -> Result<ScratchSpace, SetupError> {
         let stage = Path::new(STAGE);
         mounts::tmpfs(stage, 0o755, size)?;
         let trees = PLACES
@@ -48,14 +49,14 @@ impl ScratchSpace {
                 let tree = mounts::clone_tree(fd.as_fd(), &dir)?;
                 Ok((PathBuf::from(place), tree))
             })
-            .collect::<Result<Vec<_>, String>>();
+            .collect::<Result<Vec<_>, SetupError>>();
         mounts::unmount(stage);
         Ok(ScratchSpace { trees: trees? })
     }
 
     /// Attaches the scratch directory for `place` there; an error when it
     /// was attached already or is not one of `PLACES`.
-    pub fn attach(&mut self, place: &Path) -> Result<(), String> {
+    pub fn attach(&mut self, place: &Path) -> Result<(), SetupError> {
         let at = self
             .trees
             .iter()

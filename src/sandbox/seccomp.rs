@@ -15,6 +15,7 @@
 //!   socket but a Unix one (EAFNOSUPPORT), so UDP, MPTCP, raw and netlink
 //!   sockets cannot reach past Landlock's TCP rule.
 
+use super::SetupError;
 use std::collections::BTreeMap;
 
 use nix::libc;
@@ -25,7 +26,7 @@ use seccompiler::{
 
 /// Installs the filters on the calling thread, inherited by everything it
 /// starts; `no_new_privs` must be set. `sockets` adds the socket filter.
-pub fn install(sockets: bool) -> Result<(), String> {
+pub fn install(sockets: bool) -> Result<(), SetupError> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;
     let mut filters = vec![
@@ -46,7 +47,7 @@ fn filter(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     errno: i32,
     arch: TargetArch,
-) -> Result<BpfProgram, String> {
+) -> Result<BpfProgram, SetupError> {
     let errno = u32::try_from(errno).unwrap_or(1);
     SeccompFilter::new(
         rules,
@@ -55,11 +56,11 @@ fn filter(
         arch,
     )
     .and_then(BpfProgram::try_from)
-    .map_err(|e| format!("cannot build the seccomp filter: {e}"))
+    .map_err(|e| SetupError::Refused(format!("cannot build the seccomp filter: {e}")))
 }
 
 /// Matches a call whose first argument has `CLONE_NEWUSER` set.
-fn new_user_namespace() -> Result<Vec<SeccompRule>, String> {
+fn new_user_namespace() -> Result<Vec<SeccompRule>, SetupError> {
     let flag = libc::CLONE_NEWUSER as u64;
     let condition = SeccompCondition::new(
         0,
@@ -73,7 +74,7 @@ fn new_user_namespace() -> Result<Vec<SeccompRule>, String> {
     ])
 }
 
-fn refused() -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+fn refused() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SetupError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = [
         libc::SYS_setns,
         libc::SYS_ptrace,
@@ -111,7 +112,7 @@ fn absent() -> BTreeMap<i64, Vec<SeccompRule>> {
     .collect()
 }
 
-fn non_unix_sockets() -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+fn non_unix_sockets() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SetupError> {
     let unix = u64::try_from(libc::AF_UNIX).unwrap_or(1);
     let condition = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, unix)
         .map_err(|e| e.to_string())?;

@@ -24,6 +24,7 @@
 //! troupe runs as root, the agent's directories are id-mapped first (see
 //! `idmap`).
 
+use super::SetupError;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -202,7 +203,7 @@ fn outermost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
 /// Id-maps the agent's directories (the workspace, its own, the
 /// results), which are root's on the disk and its own through the maps;
 /// all of them or, undone, none.
-fn remap(task: &TaskFile, idmap: &IdMap) -> Result<(), String> {
+fn remap(task: &TaskFile, idmap: &IdMap) -> Result<(), SetupError> {
     let paths = vec![
         task.workspace.clone(),
         task.agent_dir.clone(),
@@ -222,7 +223,7 @@ fn remap(task: &TaskFile, idmap: &IdMap) -> Result<(), String> {
 
 /// A `/proc` of the PID namespace the caller is the init of: no other
 /// process shows in it.
-pub fn mount_proc() -> Result<(), String> {
+pub fn mount_proc() -> Result<(), SetupError> {
     mounts::special(
         "proc",
         Path::new("/proc"),
@@ -237,7 +238,7 @@ pub fn build(
     settings: &SandboxSettings,
     idmap: Option<&IdMap>,
     own_user: bool,
-) -> Result<View, String> {
+) -> Result<View, SetupError> {
     mounts::make_private()?;
     let mut missing = Vec::new();
     // The layers are opened before the id maps go over the directories
@@ -341,7 +342,7 @@ fn mask(
     kept: &[PathBuf],
     remapped: bool,
     space: &mut Option<ScratchSpace>,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, SetupError> {
     let masks = masks(task, settings, remapped);
     let mut scratch = Vec::new();
     for (dir, mode, kind) in masks {
@@ -382,7 +383,7 @@ fn put_back(
     inside: &[(&PathBuf, OwnedFd)],
     dir: &Path,
     kind: Scratch,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     for (path, fd) in inside {
         make_mount_point(path, dir, Some(fd))?;
         mounts::bind_fd(fd.as_fd(), path)?;
@@ -398,7 +399,7 @@ fn put_back(
 /// The directories from `mask` down to `path` in the fresh tmpfs, and
 /// `path` itself: a directory for what `source` (opened before the tmpfs
 /// covered it) is a directory, else an empty file.
-fn make_mount_point(path: &Path, mask: &Path, source: Option<&OwnedFd>) -> Result<(), String> {
+fn make_mount_point(path: &Path, mask: &Path, source: Option<&OwnedFd>) -> Result<(), SetupError> {
     let fail = |e: std::io::Error| format!("cannot make {} in the tmpfs: {e}", path.display());
     let is_dir = source.is_none_or(|fd| {
         nix::sys::stat::fstat(fd.as_fd()).is_ok_and(|stat| {
@@ -430,7 +431,7 @@ fn scratch_at(
     space: &mut Option<ScratchSpace>,
     dir: &Path,
     size: Option<u64>,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     match space {
         Some(space) => space.attach(dir),
         None => mounts::tmpfs(dir, 0o1777, size),
@@ -445,7 +446,7 @@ fn own_dev(
     max_memory: Option<u64>,
     kept: &[PathBuf],
     space: &mut Option<ScratchSpace>,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     let dev = Path::new("/dev");
     let nodes: Vec<(PathBuf, OwnedFd)> = DEVICES
         .iter()
@@ -475,7 +476,7 @@ fn fill_dev(
     inside: &[(&PathBuf, OwnedFd)],
     max_memory: Option<u64>,
     space: &mut Option<ScratchSpace>,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     for (path, fd) in nodes {
         make_mount_point(path, dev, Some(fd))?;
         mounts::bind_fd(fd.as_fd(), path)?;
@@ -508,7 +509,7 @@ fn fill_dev(
 /// A worker sees the results directory read-only but for its own
 /// directory (and its checkout, when that lies there too); a reviewer
 /// sees its whole workspace, and the results, read-only.
-fn protect_results(task: &TaskFile) -> Result<(), String> {
+fn protect_results(task: &TaskFile) -> Result<(), SetupError> {
     let results = task.results_dir();
     match task.role {
         AgentRole::Reviewer => {
@@ -535,7 +536,7 @@ fn protect_results(task: &TaskFile) -> Result<(), String> {
 /// scratch directory's Landlock rule covers a workspace under `/tmp`, and
 /// Landlock cannot take a path back out of a rule. A step whose paths
 /// cannot be held to is not run.
-fn narrow_writes(task: &TaskFile) -> Result<(), String> {
+fn narrow_writes(task: &TaskFile) -> Result<(), SetupError> {
     let opened = super::open_write_paths(task).map_err(|e| e.to_string())?;
     mounts::bind(&task.workspace, &task.workspace)?;
     for (path, fd) in &opened {
@@ -546,10 +547,12 @@ fn narrow_writes(task: &TaskFile) -> Result<(), String> {
 
 /// The agent's `.subagent/` read-only (a reviewer's is, with the results
 /// directory, when that could be made read-only).
-fn freeze_agent(task: &TaskFile, results_read_only: bool) -> Result<(), String> {
+fn freeze_agent(task: &TaskFile, results_read_only: bool) -> Result<(), SetupError> {
     match task.role {
         AgentRole::Reviewer if results_read_only => Ok(()),
-        AgentRole::Reviewer => Err("the reviewer's workspace is not read-only".to_string()),
+        AgentRole::Reviewer => Err(SetupError::Refused(
+            "the reviewer's workspace is not read-only".to_string(),
+        )),
         AgentRole::Worker => mounts::freeze(&task.subagent_dir()),
     }
 }
@@ -557,7 +560,7 @@ fn freeze_agent(task: &TaskFile, results_read_only: bool) -> Result<(), String> 
 /// The task's read-only paths frozen and its hidden files emptied, those
 /// that are there (a link is left alone: freezing it would freeze where
 /// it points).
-fn guard(settings: &SandboxSettings) -> Result<(), String> {
+fn guard(settings: &SandboxSettings) -> Result<(), SetupError> {
     let present =
         |path: &PathBuf| std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_symlink());
     for path in settings.read_only.iter().filter(|p| present(p)) {

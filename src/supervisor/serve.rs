@@ -313,7 +313,7 @@ impl Served<'_, '_> {
                     if let Ok((id, result)) = done {
                         let (result, error) = match result {
                             Ok(result) => (Some(result), None),
-                            Err(error) => (None, Some(error)),
+                            Err(error) => (None, Some(error.to_string())),
                         };
                         let _ = to_child.send(ToChild::McpResult { id, result, error });
                     }

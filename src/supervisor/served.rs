@@ -81,7 +81,7 @@ pub(super) struct Served<'r, 'a> {
     timings: AgentTimings,
     pub(super) pending: JoinSet<ModelAnswer>,
     /// The child's MCP calls that troupe is making for it.
-    pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
+    pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, McpCallError>)>,
     /// The spans of the tool calls reported and not yet ended, by call id.
     tool_spans: HashMap<String, Span>,
     /// The `tool_call` lines read so far, whose count names each call's
@@ -362,13 +362,12 @@ impl<'r, 'a> Served<'r, 'a> {
         self.mcp_pending.spawn(async move {
             let result = match remote {
                 // The task file offered it only its step's servers.
-                Some(_) if !offered => Err(format!(
-                    "no MCP server `{server}` is given to this agent (its task file offers the servers it may call)"
-                )),
-                Some(remote) => remote.call(role, &server, &tool, arguments).await,
-                None => Err(format!(
-                    "no MCP server `{server}` is reached for this agent"
-                )),
+                Some(_) if !offered => Err(McpCallError::NotOffered(server)),
+                Some(remote) => remote
+                    .call(role, &server, &tool, arguments)
+                    .await
+                    .map_err(McpCallError::Failed),
+                None => Err(McpCallError::NotReached(server)),
             };
             (id, result)
         });
@@ -588,4 +587,19 @@ pub(super) fn log_tail(path: &std::path::Path) -> Option<String> {
     }
     let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
     Some(crate::text::excerpt(&tail, 400))
+}
+
+/// Why an MCP call troupe made for the child has no result; the child is
+/// told it as text (`McpResult`'s `error`).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum McpCallError {
+    #[error(
+        "no MCP server `{0}` is given to this agent (its task file offers the servers it may call)"
+    )]
+    NotOffered(String),
+    #[error("no MCP server `{0}` is reached for this agent")]
+    NotReached(String),
+    /// The server, or troupe's call to it, failed so.
+    #[error("{0}")]
+    Failed(String),
 }
