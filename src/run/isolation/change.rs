@@ -83,10 +83,7 @@ impl Worktrees {
         let refused = admit::refusals(&self.git, &commit, &raw, &self.guarded).await?;
         change.refused = refused;
         if change.refused.is_empty() {
-            self.records
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(commit.clone(), raw);
+            self.state().records.insert(commit.clone(), raw);
         }
         change.stat = stat::render(&counted);
         change.files = counted

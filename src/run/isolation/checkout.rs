@@ -37,11 +37,7 @@ impl Worktrees {
             layers: None,
             carried: None,
         };
-        let rejected = self
-            .rejected
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(step);
+        let rejected = self.state().rejected.remove(step);
         let rebased = match &rejected {
             Some(commit) => carry::rebase(&self.git, &checkout.base, commit).await?,
             None => None,

@@ -31,9 +31,8 @@ impl Worktrees {
     /// `commit`: the step's next attempt starts with it.
     pub fn set_aside(&self, step: &str, commit: &str) {
         self.take_records(commit);
-        self.rejected
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.state()
+            .rejected
             .insert(step.to_string(), commit.to_string());
     }
 

@@ -191,25 +191,33 @@ pub struct Worktrees {
     /// The read-only trees copy-on-write checkouts are made on; `None`
     /// where attempts get full checkouts.
     bases: Option<layered::Bases>,
-    /// Each step's last rejected change (its commit), for its next
-    /// attempt to continue on.
-    rejected: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// What the attempts leave for each other, under one lock held for
+    /// no await.
+    state: std::sync::Mutex<State>,
     /// The integration branch's head as troupe last wrote it, and its
     /// tree; held while landing, so the head read and the head written are
     /// the same one's. troupe alone moves the branch during a run (a move
     /// by anyone else makes the next landing fail, since `update-ref` is
     /// given the head it expects).
     head: tokio::sync::Mutex<Head>,
-    /// The branch's head as the last landing left it, read without
+    /// The branch's head as the last landing published it, read without
     /// waiting for a landing under way: a checkout starts from it (any
     /// head the branch had is a sound base), and a base that is not it
     /// goes once no attempt uses it.
-    tip: std::sync::Mutex<Tip>,
+    tip: tokio::sync::watch::Sender<Tip>,
+}
+
+/// What a run's attempts leave for each other.
+#[derive(Default)]
+struct State {
+    /// Each step's last rejected change (its commit), for its next
+    /// attempt to continue on.
+    rejected: std::collections::HashMap<String, String>,
     /// Approved changes waiting for the branch (see `landing`).
-    waiting: std::sync::Mutex<Vec<landing::Waiting>>,
+    waiting: Vec<landing::Waiting>,
     /// Each change's `--raw` records by its commit, from its making to
     /// its landing, which lays it on the head as it is where it can.
-    records: std::sync::Mutex<std::collections::HashMap<String, Vec<stat::Raw>>>,
+    records: std::collections::HashMap<String, Vec<stat::Raw>>,
 }
 
 /// A head of the branch: its commit and its tree, and what landed on the
@@ -246,7 +254,12 @@ impl Worktrees {
 
     /// The branch's head as the last landing left it.
     fn tip(&self) -> Tip {
-        self.tip.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tip.borrow().clone()
+    }
+
+    /// The attempts' shared state, for a moment.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

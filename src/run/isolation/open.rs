@@ -91,11 +91,9 @@ impl Worktrees {
             max_file_size: bounds.max_file_size,
             guarded: bounds.guarded,
             bases,
-            rejected: std::sync::Mutex::new(std::collections::HashMap::new()),
-            tip: std::sync::Mutex::new(head.tip()),
+            state: std::sync::Mutex::default(),
+            tip: tokio::sync::watch::Sender::new(head.tip()),
             head: tokio::sync::Mutex::new(head),
-            waiting: std::sync::Mutex::new(Vec::new()),
-            records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 

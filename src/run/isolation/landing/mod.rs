@@ -71,23 +71,19 @@ impl Worktrees {
         };
         let (answer, answered) = tokio::sync::oneshot::channel();
         let records = self.take_records(&commit);
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Waiting {
-                commit,
-                tree: change.tree.clone(),
-                base: change.base.clone(),
-                step: step.to_string(),
-                attempt,
-                approved,
-                records,
-                answer,
-            });
+        self.state().waiting.push(Waiting {
+            commit,
+            tree: change.tree.clone(),
+            base: change.base.clone(),
+            step: step.to_string(),
+            attempt,
+            approved,
+            records,
+            answer,
+        });
         {
             let mut head = self.head.lock().await;
-            let batch =
-                std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+            let batch = std::mem::take(&mut self.state().waiting);
             if !batch.is_empty() {
                 self.land_together(&mut head, batch).await;
             }
@@ -159,7 +155,7 @@ impl Worktrees {
         }
         match self.move_branch(&from.commit, &head.commit, &made).await {
             Ok(()) => {
-                *self.tip.lock().unwrap_or_else(|e| e.into_inner()) = head.tip();
+                self.tip.send_replace(head.tip());
                 for Made { waiting, intent } in made {
                     let _ = waiting.answer.send(Ok(Landing::Landed(intent.to)));
                 }
@@ -284,10 +280,7 @@ impl Worktrees {
     /// The records `change` kept for `commit`, which only its landing
     /// reads.
     pub(super) fn take_records(&self, commit: &str) -> Option<Vec<Raw>> {
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(commit)
+        self.state().records.remove(commit)
     }
 
     fn intent_path(&self, step: &str, attempt: u32) -> std::path::PathBuf {
