@@ -28,7 +28,7 @@ impl Worktrees {
             self.common.clone(),
         );
         let made_in = step_dir.clone();
-        let make_dirs = move || make_checkout_dirs(&made_in, made);
+        off_runtime(move || make_checkout_dirs(&made_in, made)).await?;
         let mut checkout = Checkout {
             dir,
             base,
@@ -56,13 +56,7 @@ impl Worktrees {
                 );
                 let dirs = [layers.upper.clone(), layers.work.clone()];
                 let hidden = bases.hidden_from(layers.bottom());
-                checkout.layers = Some(layers.clone());
-                // With nothing carried, the whole checkout is one trip off
-                // the run's thread: twenty steps that start together each
-                // wait for the CPU to come back from every one.
-                let finish = rebased.is_none().then(|| Self::relinking(&checkout));
                 off_runtime(move || {
-                    make_dirs()?;
                     for dir in &dirs {
                         nofollow::create_new_dir(dir).map_err(io(dir))?;
                     }
@@ -73,23 +67,18 @@ impl Worktrees {
                     if std::fs::hard_link(&index.0, &index.1).is_err() {
                         std::fs::copy(&index.0, &index.1).map_err(io(&index.1))?;
                     }
-                    if let Some(relink) = finish {
-                        layered::give_to_agents(&dirs[0])?;
-                        relink()?;
-                    }
                     Ok(())
                 })
                 .await?;
                 if let Some(rebased) = &rebased {
                     let scratch = step_dir.join(format!("carry-{attempt}.index"));
                     carry::seed(&self.git, rebased, &layers.upper, &scratch).await?;
-                    let upper = layers.upper.clone();
-                    off_runtime(move || layered::give_to_agents(&upper)).await?;
-                    self.relink(&checkout).await?;
                 }
+                let upper = layers.upper.clone();
+                off_runtime(move || layered::give_to_agents(&upper)).await?;
+                checkout.layers = Some(layers);
             }
             None => {
-                off_runtime(make_dirs).await?;
                 let place = Place {
                     work_tree: Some(&checkout.dir),
                     index: None,
@@ -99,9 +88,9 @@ impl Worktrees {
                     .git
                     .run(&place, ["read-tree", "--reset", "-u", start])
                     .await?;
-                self.relink(&checkout).await?;
             }
         }
+        self.relink(&checkout).await?;
         checkout.carried = rebased.map(|r| r.paths);
         Ok(checkout)
     }
