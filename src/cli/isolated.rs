@@ -121,10 +121,12 @@ pub async fn clean(args: CleanArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let removed = crate::run::isolation::clean(&dir)?;
-    // The attempts whose change never landed: what they wrote into the
-    // repository is nothing's but theirs.
-    let unlanded = unlanded(&record, |_| true);
+    let (removed, kept) = crate::run::isolation::clean(&dir)?;
+    // The attempts whose change never landed, and the commits that wrote
+    // the kept checkouts out: what they wrote into the repository is
+    // nothing's but theirs.
+    let mut unlanded = unlanded(&record, |_| true);
+    unlanded.extend(kept);
     let pruned = crate::run::isolation::prune(&isolation, &unlanded).await?;
     crate::say!(
         "removed {} of run {}; {} ({} bytes) of its unlanded attempts pruned from {}; branch {} stays",

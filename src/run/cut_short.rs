@@ -17,7 +17,7 @@ use crate::record::{AgentRecord, AttemptRecord, StepRecord};
 
 /// Every kind of name troupe gives a step's directories and files, each
 /// followed by the attempt's number.
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 8] = [
     "worker-",
     "review-",
     "checkout-",
@@ -25,6 +25,7 @@ const KINDS: [&str; 7] = [
     "work-",
     "change-",
     "landing-",
+    "kept-",
 ];
 
 /// Sets the step's last attempt aside for a redo under its own number, if

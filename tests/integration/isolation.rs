@@ -209,11 +209,15 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
     let rejected = "only-the-rejected-attempt-wrote-this-7c1d\n";
     let landed = "the-second-attempt-landed-this-44e2\n";
     let failed = "the-failed-step-wrote-this-93ab\n";
+    let gave_up = "a-worker-that-gave-up-wrote-this-5d0f\n";
+    let mut gives_up = writes("c.txt", gave_up, 0);
+    gives_up[1] = json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "gave up"}}]});
     let rules = vec![
-        planner(json!([step("a", &[]), step("b", &[])])),
+        planner(json!([step("a", &[]), step("b", &[]), step("c", &[])])),
         json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("big.txt", rejected, 0)}),
         json!({"role": "worker", "step": "a", "attempt": 2, "reply": writes("big.txt", landed, 0)}),
         worker_rule("b", writes("b.txt", failed, 0)),
+        worker_rule("c", gives_up),
         json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [verdict(json!(false), "not this")]}),
         json!({"role": "reviewer", "step": "b", "reply": [verdict(json!(false), "never this")]}),
         approving_reviewer(),
@@ -222,6 +226,7 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
     assert_eq!(team.run.code, 1, "{}", team.run.stderr);
     assert_eq!(team.step("a")["status"], "completed");
     assert_eq!(team.step("b")["status"], "failed");
+    assert_eq!(team.step("c")["status"], "failed");
     let id = |text: &str| {
         let out = Command::new("git")
             .args(["hash-object", "--stdin"])
@@ -244,7 +249,16 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
             .unwrap()
             .success()
     };
-    let (gone, kept, left) = (id(rejected), id(landed), id(failed));
+    let (gone, kept, left, given_up) = (id(rejected), id(landed), id(failed), id(gave_up));
+    // A copy-on-write checkout kept for a look is written out by a commit
+    // of its own, which names what the worker wrote.
+    let kept_commit = team.dir.join("c/kept-1.commit");
+    if kept_commit.exists() {
+        assert!(
+            exists(&given_up),
+            "the kept attempt's checkout is there to see"
+        );
+    }
     assert!(
         !exists(&gone),
         "the completed step's rejected attempt is pruned"
@@ -260,6 +274,11 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
         cleaned.stdout
     );
     assert!(!exists(&left), "the failed step's attempts are pruned");
+    assert!(
+        !exists(&given_up),
+        "what only the kept checkout's commit held is pruned with it"
+    );
+    assert!(!team.dir.join("c/checkout-1").exists());
     assert!(exists(&kept), "what landed stays");
     git(&sandbox.ws(), &["fsck", "--no-dangling"]);
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::keep::KEPT;
 use super::{layered, thin};
 use crate::git::{Git, GitError, Place};
 use crate::record::IsolationRecord;
@@ -19,8 +20,10 @@ pub(super) fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {
 
 /// Removes every checkout left in `run_dir` (those of steps that did not
 /// complete), with its git directory and layers; `troupe clean`. The
-/// checkouts removed.
-pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// checkouts removed, and the commits that wrote the copy-on-write ones
+/// out (`Worktrees::keep`), which nothing needs once they are gone.
+pub fn clean(run_dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<String>)> {
+    let commits = kept_commits(run_dir);
     let kept = kept_checkouts(run_dir);
     for checkout in &kept {
         let mut git_dir = checkout.clone().into_os_string();
@@ -38,7 +41,24 @@ pub fn clean(run_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     if let Some(thin) = thin::named(run_dir) {
         thin::remove(&thin)?;
     }
-    Ok(kept)
+    Ok((kept, commits))
+}
+
+/// The commits `kept-N.commit` files name in the run's step directories
+/// (those of attempts set aside too, `kept-N.commit.cut-K`).
+fn kept_commits(run_dir: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(run_dir)
+        .min_depth(2)
+        .max_depth(2)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry.file_type().is_file() && entry.file_name().to_string_lossy().starts_with(KEPT)
+        })
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .map(|text| text.trim().to_string())
+        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
 }
 
 /// What `prune` took out of a repository.

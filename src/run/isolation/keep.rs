@@ -1,6 +1,11 @@
 //! A failed attempt's checkout kept for a look.
 
 use super::{Checkout, IsolationError, Worktrees, io, layered, off_runtime};
+use crate::fsutil::Durability;
+
+/// How the file that names a kept attempt's commit begins
+/// (`kept-<attempt>.commit`).
+pub(crate) const KEPT: &str = "kept-";
 use crate::git::Place;
 
 impl Worktrees {
@@ -8,7 +13,9 @@ impl Worktrees {
     /// look (its upper layer read into a tree, checked out into
     /// `checkout-N`), as a full checkout is kept; its layers go. One whose
     /// upper layer holds what troupe does not read keeps that layer
-    /// instead, and says so.
+    /// instead, and says so. The commit that wrote it out is named in
+    /// `kept-N.commit` beside it, for `troupe clean` to prune once the
+    /// checkout is gone.
     pub async fn keep(
         &self,
         checkout: &Checkout,
@@ -29,6 +36,16 @@ impl Worktrees {
             self.release_base(checkout).await;
             return Ok(());
         };
+        let named = self
+            .run_dir
+            .join(step)
+            .join(format!("{KEPT}{attempt}.commit"));
+        let text = format!("{}\n", made.commit);
+        off_runtime(move || {
+            crate::fsutil::write_atomic(&named, text.as_bytes(), Durability::Atomic)
+                .map_err(io(&named))
+        })
+        .await?;
         let own_index = checkout.git.git_dir.join("index");
         let _ = std::fs::remove_file(&own_index);
         let place = Place {
