@@ -43,7 +43,7 @@ pub fn redo_last(step: &mut StepRecord, step_dir: &Path) -> std::io::Result<Opti
     if decided || attempt.worker.is_none() {
         return Ok(None);
     }
-    let Some(aside) = set_aside(step_dir, attempt.attempt)? else {
+    let Some(aside) = set_aside(step_dir, attempt.attempt, &recorded_cuts(attempt))? else {
         return Ok(None);
     };
     let number = attempt.attempt;
@@ -65,7 +65,13 @@ pub fn redo_unnamed(
     worker_dir: String,
 ) -> std::io::Result<Option<String>> {
     let started = step_dir.join(format!("worker-{attempt}")).is_dir();
-    let Some(aside) = set_aside(step_dir, attempt)? else {
+    let recorded = step
+        .attempts
+        .iter()
+        .find(|a| a.attempt == attempt)
+        .map(recorded_cuts)
+        .unwrap_or_default();
+    let Some(aside) = set_aside(step_dir, attempt, &recorded)? else {
         return Ok(None);
     };
     let slot = step.attempt_mut(attempt);
@@ -128,10 +134,31 @@ impl SetAside {
     }
 }
 
-/// Renames every directory and file of `attempt` in `step_dir` with the
-/// first `.cut-K` suffix none of them has yet; `None` when the attempt
-/// holds a landing intent.
-fn set_aside(step_dir: &Path, attempt: u32) -> std::io::Result<Option<SetAside>> {
+/// The `K`s of the set-asides the record already names for `attempt`.
+fn recorded_cuts(attempt: &AttemptRecord) -> Vec<u32> {
+    attempt
+        .cut_short
+        .iter()
+        .filter_map(|a| cut_of(&a.dir))
+        .collect()
+}
+
+/// The `K` of a name set aside as `.cut-K`.
+fn cut_of(name: &str) -> Option<u32> {
+    let rest = &name[name.find(".cut-")? + ".cut-".len()..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Renames every directory and file of `attempt` in `step_dir` with a
+/// `.cut-K` suffix; `None` when the attempt holds a landing intent. `K`
+/// is one past those on disk and in the record (`recorded`), but for a
+/// set-aside a kill cut short before the record named it: a `K` on disk
+/// that the record does not know is finished, not begun again, so that
+/// what one attempt left keeps one suffix and the record names it.
+fn set_aside(step_dir: &Path, attempt: u32, recorded: &[u32]) -> std::io::Result<Option<SetAside>> {
     let names: Vec<String> = match std::fs::read_dir(step_dir) {
         Ok(entries) => entries
             .filter_map(Result::ok)
@@ -144,17 +171,33 @@ fn set_aside(step_dir: &Path, attempt: u32) -> std::io::Result<Option<SetAside>>
     if names.iter().any(|n| n.starts_with("landing-")) {
         return Ok(None);
     }
-    let taken = |k: u32| names.iter().any(|n| n.contains(&format!(".cut-{k}")));
-    let k = (1..).find(|k| !taken(*k)).unwrap_or(1);
+    let aside = |name: &str, k: u32| match name.strip_suffix(".git") {
+        Some(stem) => format!("{stem}.cut-{k}.git"),
+        None => format!("{name}.cut-{k}"),
+    };
+    let fresh: Vec<&String> = names.iter().filter(|n| cut_of(n).is_none()).collect();
+    let on_disk: Vec<u32> = names.iter().filter_map(|n| cut_of(n)).collect();
+    let next = on_disk.iter().chain(recorded).max().map_or(1, |k| k + 1);
+    // Never onto a name that is there: one the record does not know may
+    // be a set-aside of an attempt that had no agent to record.
+    let free = |k: &u32| fresh.iter().all(|n| !names.contains(&aside(n, *k)));
+    let k = on_disk
+        .iter()
+        .filter(|k| !recorded.contains(k))
+        .filter(|k| free(k))
+        .max()
+        .copied()
+        .unwrap_or(next);
     let suffix = format!(".cut-{k}");
-    let mut moved = Vec::new();
-    for name in names.iter().filter(|n| !n.contains(".cut-")) {
-        let aside = match name.strip_suffix(".git") {
-            Some(stem) => format!("{stem}{suffix}.git"),
-            None => format!("{name}{suffix}"),
-        };
-        std::fs::rename(step_dir.join(name), step_dir.join(&aside))?;
-        moved.push(aside);
+    let mut moved: Vec<String> = names
+        .iter()
+        .filter(|n| cut_of(n) == Some(k))
+        .cloned()
+        .collect();
+    for name in fresh {
+        let to = aside(name, k);
+        std::fs::rename(step_dir.join(name), step_dir.join(&to))?;
+        moved.push(to);
     }
     moved.sort();
     Ok(Some(SetAside {
@@ -175,7 +218,64 @@ pub fn attempt_of(name: &str) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::attempt_of;
+    use super::{attempt_of, set_aside};
+
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A resume killed between two renames, before run.json said so: the
+    /// next one finishes that set-aside under the same suffix.
+    #[test]
+    fn a_set_aside_a_kill_cut_short_is_finished_under_its_own_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        for made in ["worker-2.cut-1", "checkout-2", "checkout-2.git", "worker-1"] {
+            std::fs::create_dir(dir.path().join(made)).unwrap();
+        }
+        let aside = set_aside(dir.path(), 2, &[]).unwrap().unwrap();
+        assert_eq!(aside.suffix, ".cut-1");
+        assert_eq!(
+            names(dir.path()),
+            [
+                "checkout-2.cut-1",
+                "checkout-2.cut-1.git",
+                "worker-1",
+                "worker-2.cut-1"
+            ]
+        );
+        assert_eq!(aside.names.len(), 3, "{:?}", aside.names);
+    }
+
+    /// An attempt cut short a second time, the first set-aside recorded:
+    /// a suffix of its own.
+    #[test]
+    fn a_second_cut_of_one_attempt_takes_the_next_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        for made in ["worker-2.cut-1", "worker-2"] {
+            std::fs::create_dir(dir.path().join(made)).unwrap();
+        }
+        let aside = set_aside(dir.path(), 2, &[1]).unwrap().unwrap();
+        assert_eq!(aside.suffix, ".cut-2");
+        assert_eq!(names(dir.path()), ["worker-2.cut-1", "worker-2.cut-2"]);
+    }
+
+    /// A set-aside the record could not name (the attempt had no agent)
+    /// is never renamed onto.
+    #[test]
+    fn a_name_that_is_there_is_never_renamed_onto() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("change-2.diff.cut-1"), "first").unwrap();
+        std::fs::write(dir.path().join("change-2.diff"), "second").unwrap();
+        let aside = set_aside(dir.path(), 2, &[]).unwrap().unwrap();
+        assert_eq!(aside.suffix, ".cut-2");
+        let first = std::fs::read_to_string(dir.path().join("change-2.diff.cut-1")).unwrap();
+        assert_eq!(first, "first");
+    }
 
     #[test]
     fn the_attempt_is_read_from_every_name_troupe_gives() {
