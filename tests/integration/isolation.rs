@@ -214,8 +214,10 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
     gives_up[1] = json!({"tool_calls": [{"name": "finish_task", "arguments": {"success": false, "summary": "gave up"}}]});
     let rules = vec![
         planner(json!([step("a", &[]), step("b", &[]), step("c", &[])])),
-        json!({"role": "worker", "step": "a", "attempt": 1, "reply": writes("big.txt", rejected, 0)}),
-        json!({"role": "worker", "step": "a", "attempt": 2, "reply": writes("big.txt", landed, 0)}),
+        // More objects than git packs rather than writes loose.
+        json!({"role": "worker", "step": "a", "attempt": 1, "reply": runs(&format!("printf '{}' > big.txt && mkdir many && for i in $(seq 150); do echo $i-7c1d > many/$i; done", rejected.trim_end()), 0)}),
+        // A retry goes on from the rejected attempt's work.
+        json!({"role": "worker", "step": "a", "attempt": 2, "reply": runs(&format!("rm -r many && printf '{}\\n' > big.txt", landed.trim_end()), 0)}),
         worker_rule("b", writes("b.txt", failed, 0)),
         worker_rule("c", gives_up),
         json!({"role": "reviewer", "step": "a", "attempt": 1, "reply": [verdict(json!(false), "not this")]}),
@@ -249,7 +251,8 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
             .unwrap()
             .success()
     };
-    let (gone, kept, left, given_up) = (id(rejected), id(landed), id(failed), id(gave_up));
+    let (gone, kept, left, given_up) =
+        (id(rejected.trim_end()), id(landed), id(failed), id(gave_up));
     // A copy-on-write checkout kept for a look is written out by a commit
     // of its own, which names what the worker wrote.
     let kept_commit = team.dir.join("c/kept-1.commit");
@@ -259,10 +262,12 @@ fn what_only_rejected_attempts_wrote_leaves_the_repository() {
             "the kept attempt's checkout is there to see"
         );
     }
-    assert!(
-        !exists(&gone),
-        "the completed step's rejected attempt is pruned"
-    );
+    for blob in [gone, id("150-7c1d\n")] {
+        assert!(
+            !exists(&blob),
+            "the completed step's rejected attempt is pruned: {blob}"
+        );
+    }
     assert!(exists(&kept), "what landed stays");
     assert!(exists(&left), "the failed step's attempts stay");
     let run_id = team.record()["run_id"].as_str().unwrap().to_string();

@@ -117,7 +117,7 @@ impl Worktrees {
         };
         upper::commit_upper(
             &self.git,
-            &self.cached,
+            &self.ignores,
             over,
             &layers.upper,
             layers.markers,

@@ -19,22 +19,29 @@
 //! and files too large are (the wording and the cap are `admit`'s).
 
 use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::git::Cached;
-use crate::git::Git;
-use crate::git::ignores::Checker;
-use crate::git::objects::{Objects, tree};
+use crate::git::ignores::{Checker, Ignores};
+use crate::git::import::{self, Commit, Data, Entry as Set};
+use crate::git::{Git, Place};
 use crate::run::isolation::named;
 use crate::run::isolation::{IsolationError, io, off_runtime};
 
-mod write;
+/// Past this many paths, the base is listed whole rather than by the
+/// paths (which go on git's command line).
+const LISTED_BY_PATH: usize = 1000;
 
-pub use self::write::Made;
+/// The commit an upper layer made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Made {
+    pub commit: String,
+    pub tree: String,
+}
 
 /// Which xattr namespace an overlay mount keeps its markers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,124 +84,125 @@ pub struct UpperChange {
 }
 
 /// The upper directory `upper` laid over the base, committed on it with
-/// `message`: its blobs, the trees along its paths and the commit written
-/// into `git`'s repository by troupe, reading only the base's trees the
-/// paths go through. The upper directory must be still: read while a
+/// `message` by one `git fast-import`, which reads only the base's trees
+/// the paths go through. The upper directory must be still: read while a
 /// worker writes to it, the commit may hold half of a change. A path the
 /// base does not have that the ignore rules in `rules` (the base's tree
 /// on disk) match is left out, as `add -A` leaves it out of a full
 /// checkout's change: a build's output is not a change.
-///
-/// All of it is one job off the run's thread, bounded as a git call is:
-/// with twenty agents ending at once, each trip back to the run's thread
-/// waits its turn for the CPU.
 pub async fn commit_upper(
     git: &Git,
-    cached: &Cached,
+    ignores: &Ignores,
     base: Over<'_>,
     upper: &Path,
     markers: Markers,
     message: &str,
     max_file_size: Option<u64>,
 ) -> Result<UpperChange, IsolationError> {
-    let objects = cached.objects(git).await?;
-    objects.start()?;
-    let checker = cached.ignores.checker(git, base.rules)?;
-    let job = Job {
-        objects: Arc::clone(&objects),
+    let checker = ignores.checker(git, base.rules)?;
+    let walk = Walk {
         checker: Arc::clone(&checker),
-        base: base.commit.to_string(),
         upper: upper.to_path_buf(),
         markers,
-        message: message.to_string(),
         max_file_size,
     };
-    let said = || {
-        format!(
-            "cat-file --batch, check-ignore --stdin (the change in {})",
-            upper.display()
-        )
-    };
-    match git.bounded(said, off_runtime(move || job.run())).await {
-        Ok(done) => done,
+    let said = || format!("check-ignore --stdin (the change in {})", upper.display());
+    let walked = match git.bounded(said, off_runtime(move || walk.run())).await {
+        Ok(done) => done?,
         Err(e) => {
-            objects.kill();
             checker.kill();
-            Err(e.into())
+            return Err(e.into());
         }
+    };
+    let Walked {
+        mut layer,
+        candidates,
+        bare,
+    } = walked;
+    if !layer.refused.is_empty() {
+        return Ok(UpperChange {
+            made: None,
+            refused: named(layer.refused),
+        });
     }
+    let asked: Vec<&[u8]> = candidates
+        .iter()
+        .map(Vec::as_slice)
+        .chain(bare.iter().map(Vec::as_slice))
+        .collect();
+    let files = base_files(git, base.commit, &asked).await?;
+    layer
+        .blobs
+        .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
+    // A directory of the layer replaces a file of the base at its path.
+    let replaced = bare.into_iter().filter(|dir| files.contains(dir));
+    let removed = (layer.whiteouts.into_iter())
+        .chain(layer.opaque)
+        .chain(replaced)
+        .collect();
+    let commit = Commit {
+        merge: None,
+        message: message.to_string(),
+        removed,
+        set: layer.blobs,
+    };
+    let (commit, tree) = import::commit(git, base.commit, commit).await?;
+    Ok(UpperChange {
+        made: Some(Made { commit, tree }),
+        refused: Vec::new(),
+    })
 }
 
-/// A change's work, for a blocking thread.
-struct Job {
-    objects: Arc<Objects>,
+/// The walk of a layer and its ignore check, for a blocking thread: with
+/// twenty agents ending at once, each trip back to the run's thread waits
+/// its turn for the CPU.
+struct Walk {
     checker: Arc<Checker>,
-    base: String,
     upper: PathBuf,
     markers: Markers,
-    message: String,
     max_file_size: Option<u64>,
 }
 
-impl Job {
-    fn run(self) -> Result<UpperChange, IsolationError> {
+/// What a walk found: the layer, its new paths the ignore rules match
+/// (left out unless the base has them: a tracked file is never ignored),
+/// and its bare directories.
+struct Walked {
+    layer: Layer,
+    candidates: HashSet<Vec<u8>>,
+    bare: Vec<Vec<u8>>,
+}
+
+impl Walk {
+    fn run(self) -> Result<Walked, IsolationError> {
         let layer = read_layer(&self.upper, self.markers, self.max_file_size)?;
         if !layer.refused.is_empty() {
-            return Ok(UpperChange {
-                made: None,
-                refused: named(layer.refused),
+            return Ok(Walked {
+                layer,
+                candidates: HashSet::new(),
+                bare: Vec::new(),
             });
         }
-        let made = self.build(layer)?;
-        Ok(UpperChange {
-            made: Some(made),
-            refused: Vec::new(),
-        })
-    }
-
-    /// Writes `layer` as a commit on the base.
-    fn build(&self, mut layer: Layer) -> Result<Made, IsolationError> {
         let paths: Vec<&[u8]> = layer
             .blobs
             .iter()
             .map(|blob| blob.path.as_slice())
             .collect();
-        // Left out unless the base has them: a tracked file is never
-        // ignored.
         let candidates = self.checker.ignored(&paths)?;
         let bare = bare_dirs(&layer, &candidates);
-        let asked: Vec<&[u8]> = candidates
-            .iter()
-            .map(Vec::as_slice)
-            .chain(bare.iter().map(Vec::as_slice))
-            .collect();
-        let files = base_files(&self.objects, &self.base, &asked)?;
-        layer
-            .blobs
-            .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
-        // A directory of the layer replaces a file of the base at its path.
-        let replaced = bare.into_iter().filter(|dir| files.contains(dir));
-        let removed: Vec<Vec<u8>> = layer
-            .whiteouts
-            .into_iter()
-            .chain(layer.opaque)
-            .chain(replaced)
-            .collect();
-        write::commit(
-            &self.objects,
-            &self.base,
-            &self.message,
-            &removed,
-            layer.blobs,
-        )
+        Ok(Walked {
+            layer,
+            candidates,
+            bare,
+        })
     }
 }
 
 /// What a walk of an upper directory found, each path relative to it.
 #[derive(Default)]
 struct Layer {
-    /// Files and links, new or changed.
-    blobs: Vec<Blob>,
+    /// Files and links, new or changed: a link's target as bytes (git
+    /// would follow the link), a file by its path.
+    blobs: Vec<Set>,
     /// The base's entry at each goes, and all under it.
     whiteouts: Vec<Vec<u8>>,
     /// Directories that merge with the base's, and replace a base file.
@@ -204,45 +212,47 @@ struct Layer {
     refused: Vec<String>,
 }
 
-pub(in crate::run::isolation) struct Blob {
-    pub(in crate::run::isolation) path: Vec<u8>,
-    pub(in crate::run::isolation) mode: &'static str,
-    pub(in crate::run::isolation) content: Content,
-}
-
-pub(in crate::run::isolation) enum Content {
-    /// A file of the upper directory, which git reads itself.
-    File(PathBuf),
-    /// Bytes troupe hands git in the stream: a link's target (git would
-    /// follow the link), or a small file troupe read.
-    Bytes(Vec<u8>),
-}
-
 /// What one entry of the upper directory is.
 enum Entry {
-    Blob(&'static str, Content),
+    Blob(&'static str, Data),
     Dir { opaque: bool },
     Whiteout,
     Refused(String),
 }
 
 /// Which of `paths` the base has as a file or link (not a directory),
-/// each looked up along its own path: a change costs what it holds, not
-/// the base's size.
-fn base_files(
-    objects: &Objects,
+/// listed by path (a change costs what it holds, not the base's size)
+/// unless there are too many for a command line.
+async fn base_files(
+    git: &Git,
     base: &str,
     paths: &[&[u8]],
 ) -> Result<HashSet<Vec<u8>>, IsolationError> {
-    let mut files = HashSet::new();
     if paths.is_empty() {
-        return Ok(files);
+        return Ok(HashSet::new());
     }
-    let tree = objects.tree_of(base)?;
-    for path in paths {
-        if let Some(entry) = tree::entry_at(objects, &tree, path)?
-            && !entry.is_tree()
-        {
+    let tree = format!("{base}^{{tree}}");
+    let by_path = paths.len() <= LISTED_BY_PATH;
+    let mut args: Vec<OsString> = ["--literal-pathspecs", "ls-tree", "-z", "--full-tree"]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+    if !by_path {
+        args.push("-r".into());
+    }
+    args.extend([tree.into(), "--".into()]);
+    if by_path {
+        args.extend(paths.iter().map(|p| OsStr::from_bytes(p).to_os_string()));
+    }
+    let listed = git.run_bytes(&Place::default(), &args, None).await?;
+    let asked: HashSet<&[u8]> = paths.iter().copied().collect();
+    let mut files = HashSet::new();
+    for entry in listed.split(|b| *b == 0).filter(|e| !e.is_empty()) {
+        let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
+            continue;
+        };
+        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
+        if asked.contains(path) && meta.split(|b| *b == b' ').nth(1) != Some(b"tree") {
             files.insert(path.to_vec());
         }
     }
@@ -324,10 +334,10 @@ fn read_layer(
             }
         };
         match found {
-            Entry::Blob(mode, content) => layer.blobs.push(Blob {
+            Entry::Blob(mode, data) => layer.blobs.push(Set {
                 path,
-                mode,
-                content,
+                mode: mode.to_string(),
+                data,
             }),
             Entry::Dir { opaque } => {
                 if opaque {
@@ -386,7 +396,7 @@ fn read_entry(
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
         let target = target.into_os_string().into_vec();
-        return Ok(Entry::Blob("120000", Content::Bytes(target)));
+        return Ok(Entry::Blob("120000", Data::Bytes(target)));
     }
     if kind.is_char_device() {
         return Ok(Entry::Whiteout);
@@ -404,7 +414,7 @@ fn read_entry(
         0 => "100644",
         _ => "100755",
     };
-    Ok(Entry::Blob(mode, Content::File(path.to_path_buf())))
+    Ok(Entry::Blob(mode, Data::File(path.to_path_buf())))
 }
 
 /// What an entry's overlay xattrs make of it.
