@@ -1,12 +1,10 @@
 //! troupe's git plumbing, for the checkouts of isolated runs and for
 //! `apply`: the `runner` that runs every git command narrow and bounded,
-//! the long-lived `piped` processes that answer many questions over one
-//! pipe, what git `ignores` in a tree, and the commits troupe `import`s.
+//! what git `ignores` in a tree, and the commits troupe `import`s.
 //! It knows nothing of runs: a leaf, which `run` and the commands call.
 
 pub mod ignores;
 pub mod import;
-pub mod piped;
 mod runner;
 
 pub use self::runner::{Git, GitError, MIN_VERSION, Output, Place, repository_at, version};

@@ -294,9 +294,9 @@ impl Git {
         bounded(command, (stdout, input), self.stop.as_ref(), said).await
     }
 
-    /// `work` (an exchange with a long-lived git), within the call limit
+    /// `work` (an exchange with a git that runs), within the call limit
     /// and unless the run's stop comes first.
-    pub async fn bounded<T>(
+    async fn bounded<T>(
         &self,
         said: impl Fn() -> String,
         work: impl std::future::Future<Output = T>,
@@ -315,7 +315,7 @@ impl Git {
     }
 
     /// `git args` for `place`, confined, not started.
-    pub(super) fn prepared<S: AsRef<OsStr>>(
+    fn prepared<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
         args: &[S],

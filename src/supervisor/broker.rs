@@ -150,7 +150,7 @@ async fn turn_away(mut client: UnixStream, status: &'static str, why: String, lo
 async fn serve(mut client: UnixStream, hosts: &[String]) -> Option<String> {
     let (head, rest) = match read_head(&mut client).await {
         Ok(read) => read,
-        Err(why) => return refuse(&mut client, "400 Bad Request", why).await,
+        Err(why) => return refuse(&mut client, "400 Bad Request", why.to_string()).await,
     };
     let Some(request) = Request::parse(&head) else {
         let why =
@@ -264,27 +264,40 @@ impl Request {
     }
 }
 
+/// Why a request's head could not be read, as its refusal says.
+#[derive(Debug, thiserror::Error)]
+enum HeadError {
+    #[error("the request is not text")]
+    NotText,
+    #[error("the request's head is over {MAX_HEAD} bytes")]
+    TooLong,
+    #[error("no request within {} s", HEAD_DEADLINE.as_secs())]
+    TooSlow,
+    #[error("the connection closed before its request")]
+    Closed,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 /// The request's head, up to its blank line, and what came after it.
-async fn read_head(client: &mut UnixStream) -> Result<(String, Vec<u8>), String> {
+async fn read_head(client: &mut UnixStream) -> Result<(String, Vec<u8>), HeadError> {
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
     let started = tokio::time::Instant::now();
     loop {
         if let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
             let rest = bytes.split_off(end + 4);
-            let head =
-                String::from_utf8(bytes).map_err(|_| "the request is not text".to_string())?;
+            let head = String::from_utf8(bytes).map_err(|_| HeadError::NotText)?;
             return Ok((head, rest));
         }
         if bytes.len() > MAX_HEAD {
-            return Err(format!("the request's head is over {MAX_HEAD} bytes"));
+            return Err(HeadError::TooLong);
         }
         let read = tokio::time::timeout_at(started + HEAD_DEADLINE, client.read(&mut chunk))
             .await
-            .map_err(|_| format!("no request within {} s", HEAD_DEADLINE.as_secs()))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| HeadError::TooSlow)??;
         if read == 0 {
-            return Err("the connection closed before its request".to_string());
+            return Err(HeadError::Closed);
         }
         bytes.extend_from_slice(&chunk[..read]);
     }

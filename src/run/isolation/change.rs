@@ -117,7 +117,6 @@ impl Worktrees {
         };
         upper::commit_upper(
             &self.git,
-            &self.ignores,
             over,
             &layers.upper,
             layers.markers,

@@ -174,9 +174,6 @@ pub enum Landing {
 /// A run's repository, integration branch and checkouts.
 pub struct Worktrees {
     git: Git,
-    /// The ignore checks of the bases' rules, kept between calls and
-    /// shared by every checkout.
-    ignores: crate::git::ignores::Ignores,
     record: IsolationRecord,
     workspace: PathBuf,
     run_dir: PathBuf,

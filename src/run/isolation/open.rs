@@ -82,7 +82,6 @@ impl Worktrees {
         };
         Ok(Worktrees {
             git,
-            ignores: crate::git::ignores::Ignores::default(),
             record,
             workspace: workspace.to_path_buf(),
             run_dir: run_dir.to_path_buf(),

@@ -23,12 +23,10 @@ use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
-use crate::git::ignores::{Checker, Ignores};
 use crate::git::import::{self, Commit, Data, Entry as Set};
-use crate::git::{Git, Place};
+use crate::git::{Git, Place, ignores};
 use crate::run::isolation::named;
 use crate::run::isolation::{IsolationError, io, off_runtime};
 
@@ -92,39 +90,28 @@ pub struct UpperChange {
 /// checkout's change: a build's output is not a change.
 pub async fn commit_upper(
     git: &Git,
-    ignores: &Ignores,
     base: Over<'_>,
     upper: &Path,
     markers: Markers,
     message: &str,
     max_file_size: Option<u64>,
 ) -> Result<UpperChange, IsolationError> {
-    let checker = ignores.checker(git, base.rules)?;
-    let walk = Walk {
-        checker: Arc::clone(&checker),
-        upper: upper.to_path_buf(),
-        markers,
-        max_file_size,
-    };
-    let said = || format!("check-ignore --stdin (the change in {})", upper.display());
-    let walked = match git.bounded(said, off_runtime(move || walk.run())).await {
-        Ok(done) => done?,
-        Err(e) => {
-            checker.kill();
-            return Err(e.into());
-        }
-    };
-    let Walked {
-        mut layer,
-        candidates,
-        bare,
-    } = walked;
+    let walked = upper.to_path_buf();
+    let mut layer = off_runtime(move || read_layer(&walked, markers, max_file_size)).await?;
     if !layer.refused.is_empty() {
         return Ok(UpperChange {
             made: None,
             refused: named(layer.refused),
         });
     }
+    let paths: Vec<&[u8]> = layer
+        .blobs
+        .iter()
+        .map(|blob| blob.path.as_slice())
+        .collect();
+    // Left out unless the base has them: a tracked file is never ignored.
+    let candidates = ignores::ignored(git, base.rules, &paths).await?;
+    let bare = bare_dirs(&layer, &candidates);
     let asked: Vec<&[u8]> = candidates
         .iter()
         .map(Vec::as_slice)
@@ -151,50 +138,6 @@ pub async fn commit_upper(
         made: Some(Made { commit, tree }),
         refused: Vec::new(),
     })
-}
-
-/// The walk of a layer and its ignore check, for a blocking thread: with
-/// twenty agents ending at once, each trip back to the run's thread waits
-/// its turn for the CPU.
-struct Walk {
-    checker: Arc<Checker>,
-    upper: PathBuf,
-    markers: Markers,
-    max_file_size: Option<u64>,
-}
-
-/// What a walk found: the layer, its new paths the ignore rules match
-/// (left out unless the base has them: a tracked file is never ignored),
-/// and its bare directories.
-struct Walked {
-    layer: Layer,
-    candidates: HashSet<Vec<u8>>,
-    bare: Vec<Vec<u8>>,
-}
-
-impl Walk {
-    fn run(self) -> Result<Walked, IsolationError> {
-        let layer = read_layer(&self.upper, self.markers, self.max_file_size)?;
-        if !layer.refused.is_empty() {
-            return Ok(Walked {
-                layer,
-                candidates: HashSet::new(),
-                bare: Vec::new(),
-            });
-        }
-        let paths: Vec<&[u8]> = layer
-            .blobs
-            .iter()
-            .map(|blob| blob.path.as_slice())
-            .collect();
-        let candidates = self.checker.ignored(&paths)?;
-        let bare = bare_dirs(&layer, &candidates);
-        Ok(Walked {
-            layer,
-            candidates,
-            bare,
-        })
-    }
 }
 
 /// What a walk of an upper directory found, each path relative to it.

@@ -140,8 +140,7 @@ impl Repo {
             commit: &self.base_commit,
             rules: &self.base,
         };
-        let ignores = crate::git::ignores::Ignores::default();
-        let made = commit_upper(&self.git(), &ignores, over, upper, markers, "a change", max)
+        let made = commit_upper(&self.git(), over, upper, markers, "a change", max)
             .await
             .expect("a commit from the upper directory");
         if let Some(made) = &made.made {
