@@ -218,25 +218,6 @@ impl Git {
         args: &[S],
         input: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, GitError> {
-        self.stdout_of(place, args, Input::from(input)).await
-    }
-
-    /// `run_bytes` with `stdin` (a stream too large to hold) on its stdin.
-    pub async fn run_fed<S: AsRef<OsStr>>(
-        &self,
-        place: &Place<'_>,
-        args: &[S],
-        stdin: std::fs::File,
-    ) -> Result<Vec<u8>, GitError> {
-        self.stdout_of(place, args, Input::File(stdin)).await
-    }
-
-    async fn stdout_of<S: AsRef<OsStr>>(
-        &self,
-        place: &Place<'_>,
-        args: &[S],
-        input: Input,
-    ) -> Result<Vec<u8>, GitError> {
         let out = self.exec(place, args, None, input).await?;
         match out.status.success() {
             true => Ok(out.stdout),
@@ -255,7 +236,7 @@ impl Git {
         args: &[S],
         input: Option<Vec<u8>>,
     ) -> Result<(Option<i32>, Vec<u8>), GitError> {
-        let out = self.exec(place, args, None, Input::from(input)).await?;
+        let out = self.exec(place, args, None, input).await?;
         Ok((out.status.code(), out.stdout))
     }
 
@@ -274,7 +255,7 @@ impl Git {
         args: &[S],
         stdout: Option<std::fs::File>,
     ) -> Result<Output, GitError> {
-        Ok(as_text(self.exec(place, args, stdout, Input::Null).await?))
+        Ok(as_text(self.exec(place, args, stdout, None).await?))
     }
 
     async fn exec<S: AsRef<OsStr>>(
@@ -282,7 +263,7 @@ impl Git {
         place: &Place<'_>,
         args: &[S],
         stdout: Option<std::fs::File>,
-        input: Input,
+        input: Option<Vec<u8>>,
     ) -> Result<std::process::Output, GitError> {
         let command = self.prepared(place, args)?;
         let said = || {
@@ -294,9 +275,9 @@ impl Git {
         bounded(command, (stdout, input), self.stop.as_ref(), said).await
     }
 
-    /// `work` (an exchange with a git that runs), within the call limit
+    /// `work` (an exchange with a long-lived git), within the call limit
     /// and unless the run's stop comes first.
-    async fn bounded<T>(
+    pub async fn bounded<T>(
         &self,
         said: impl Fn() -> String,
         work: impl std::future::Future<Output = T>,
@@ -315,7 +296,7 @@ impl Git {
     }
 
     /// `git args` for `place`, confined, not started.
-    fn prepared<S: AsRef<OsStr>>(
+    pub(super) fn prepared<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
         args: &[S],
@@ -357,27 +338,13 @@ fn as_text(out: std::process::Output) -> Output {
     }
 }
 
-/// What a call reads on its stdin.
-enum Input {
-    Null,
-    /// Written to it while it runs.
-    Bytes(Vec<u8>),
-    File(std::fs::File),
-}
-
-impl From<Option<Vec<u8>>> for Input {
-    fn from(bytes: Option<Vec<u8>>) -> Input {
-        bytes.map_or(Input::Null, Input::Bytes)
-    }
-}
-
 /// `command`'s output, with its stdout into a file or kept, and `input`
-/// on its stdin, bytes written while it runs (a git that answers as it reads
+/// written to its stdin while it runs (a git that answers as it reads
 /// would block on a full pipe otherwise), within the call limit and
 /// unless `stop` comes first; either way its process group is killed.
 async fn bounded(
     mut command: Command,
-    (stdout, input): (Option<std::fs::File>, Input),
+    (stdout, input): (Option<std::fs::File>, Option<Vec<u8>>),
     stop: Option<&StopSignal>,
     said: impl Fn() -> String,
 ) -> Result<std::process::Output, GitError> {
@@ -385,17 +352,9 @@ async fn bounded(
         Some(file) => std::process::Stdio::from(file),
         None => std::process::Stdio::piped(),
     };
-    let input = match input {
-        Input::Null => None,
-        Input::Bytes(bytes) => {
-            command.stdin(std::process::Stdio::piped());
-            Some(bytes)
-        }
-        Input::File(file) => {
-            command.stdin(std::process::Stdio::from(file));
-            None
-        }
-    };
+    if input.is_some() {
+        command.stdin(std::process::Stdio::piped());
+    }
     let mut child = command
         .stdout(stdout)
         .stderr(std::process::Stdio::piped())

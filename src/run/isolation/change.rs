@@ -117,6 +117,7 @@ impl Worktrees {
         };
         upper::commit_upper(
             &self.git,
+            &self.cached,
             over,
             &layers.upper,
             layers.markers,

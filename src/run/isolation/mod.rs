@@ -79,7 +79,7 @@ pub enum IsolationError {
     #[error(transparent)]
     Git(#[from] GitError),
     #[error(transparent)]
-    Import(#[from] crate::git::import::ImportError),
+    Objects(#[from] crate::git::objects::ObjectError),
     #[error(
         "--isolation worktree needs git {major}.{minor} or newer (for `git merge-tree --write-tree`); this is git {found_major}.{found_minor}",
         major = git::MIN_VERSION.0,
@@ -174,6 +174,9 @@ pub enum Landing {
 /// A run's repository, integration branch and checkouts.
 pub struct Worktrees {
     git: Git,
+    /// What troupe keeps of the repository between calls: its objects and
+    /// ignore checks, shared by every checkout.
+    cached: crate::git::Cached,
     record: IsolationRecord,
     workspace: PathBuf,
     run_dir: PathBuf,

@@ -82,6 +82,7 @@ impl Worktrees {
         };
         Ok(Worktrees {
             git,
+            cached: crate::git::Cached::default(),
             record,
             workspace: workspace.to_path_buf(),
             run_dir: run_dir.to_path_buf(),

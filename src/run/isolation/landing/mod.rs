@@ -186,7 +186,7 @@ impl Worktrees {
                 message: landing_message(&[waiting]),
             })
             .collect();
-        let written = chain::land(&self.git, &head.commit, links).await;
+        let written = chain::land(&self.git, &self.cached, &head.commit, links).await;
         let kept = head.lineage.len() - chained.len();
         match written {
             Ok(merges) => {

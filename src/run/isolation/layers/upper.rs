@@ -19,27 +19,22 @@
 //! and files too large are (the wording and the cap are `admit`'s).
 
 use std::collections::HashSet;
-use std::ffi::{OsStr, OsString};
 use std::fs::Metadata;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::git::import::{self, Commit, Data, Entry as Set};
-use crate::git::{Git, Place, ignores};
+use crate::git::Cached;
+use crate::git::Git;
+use crate::git::ignores::Checker;
+use crate::git::objects::{Objects, tree};
 use crate::run::isolation::named;
 use crate::run::isolation::{IsolationError, io, off_runtime};
 
-/// Past this many paths, the base is listed whole rather than by the
-/// paths (which go on git's command line).
-const LISTED_BY_PATH: usize = 1000;
+mod write;
 
-/// The commit an upper layer made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Made {
-    pub commit: String,
-    pub tree: String,
-}
+pub use self::write::Made;
 
 /// Which xattr namespace an overlay mount keeps its markers in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,70 +77,124 @@ pub struct UpperChange {
 }
 
 /// The upper directory `upper` laid over the base, committed on it with
-/// `message` by one `git fast-import`, which reads only the base's trees
-/// the paths go through. The upper directory must be still: read while a
+/// `message`: its blobs, the trees along its paths and the commit written
+/// into `git`'s repository by troupe, reading only the base's trees the
+/// paths go through. The upper directory must be still: read while a
 /// worker writes to it, the commit may hold half of a change. A path the
 /// base does not have that the ignore rules in `rules` (the base's tree
 /// on disk) match is left out, as `add -A` leaves it out of a full
 /// checkout's change: a build's output is not a change.
+///
+/// All of it is one job off the run's thread, bounded as a git call is:
+/// with twenty agents ending at once, each trip back to the run's thread
+/// waits its turn for the CPU.
 pub async fn commit_upper(
     git: &Git,
+    cached: &Cached,
     base: Over<'_>,
     upper: &Path,
     markers: Markers,
     message: &str,
     max_file_size: Option<u64>,
 ) -> Result<UpperChange, IsolationError> {
-    let walked = upper.to_path_buf();
-    let mut layer = off_runtime(move || read_layer(&walked, markers, max_file_size)).await?;
-    if !layer.refused.is_empty() {
-        return Ok(UpperChange {
-            made: None,
-            refused: named(layer.refused),
-        });
-    }
-    let paths: Vec<&[u8]> = layer
-        .blobs
-        .iter()
-        .map(|blob| blob.path.as_slice())
-        .collect();
-    // Left out unless the base has them: a tracked file is never ignored.
-    let candidates = ignores::ignored(git, base.rules, &paths).await?;
-    let bare = bare_dirs(&layer, &candidates);
-    let asked: Vec<&[u8]> = candidates
-        .iter()
-        .map(Vec::as_slice)
-        .chain(bare.iter().map(Vec::as_slice))
-        .collect();
-    let files = base_files(git, base.commit, &asked).await?;
-    layer
-        .blobs
-        .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
-    // A directory of the layer replaces a file of the base at its path.
-    let replaced = bare.into_iter().filter(|dir| files.contains(dir));
-    let removed = (layer.whiteouts.into_iter())
-        .chain(layer.opaque)
-        .chain(replaced)
-        .collect();
-    let commit = Commit {
-        merge: None,
+    let objects = cached.objects(git).await?;
+    objects.start()?;
+    let checker = cached.ignores.checker(git, base.rules)?;
+    let job = Job {
+        objects: Arc::clone(&objects),
+        checker: Arc::clone(&checker),
+        base: base.commit.to_string(),
+        upper: upper.to_path_buf(),
+        markers,
         message: message.to_string(),
-        removed,
-        set: layer.blobs,
+        max_file_size,
     };
-    let (commit, tree) = import::commit(git, base.commit, commit).await?;
-    Ok(UpperChange {
-        made: Some(Made { commit, tree }),
-        refused: Vec::new(),
-    })
+    let said = || {
+        format!(
+            "cat-file --batch, check-ignore --stdin (the change in {})",
+            upper.display()
+        )
+    };
+    match git.bounded(said, off_runtime(move || job.run())).await {
+        Ok(done) => done,
+        Err(e) => {
+            objects.kill();
+            checker.kill();
+            Err(e.into())
+        }
+    }
+}
+
+/// A change's work, for a blocking thread.
+struct Job {
+    objects: Arc<Objects>,
+    checker: Arc<Checker>,
+    base: String,
+    upper: PathBuf,
+    markers: Markers,
+    message: String,
+    max_file_size: Option<u64>,
+}
+
+impl Job {
+    fn run(self) -> Result<UpperChange, IsolationError> {
+        let layer = read_layer(&self.upper, self.markers, self.max_file_size)?;
+        if !layer.refused.is_empty() {
+            return Ok(UpperChange {
+                made: None,
+                refused: named(layer.refused),
+            });
+        }
+        let made = self.build(layer)?;
+        Ok(UpperChange {
+            made: Some(made),
+            refused: Vec::new(),
+        })
+    }
+
+    /// Writes `layer` as a commit on the base.
+    fn build(&self, mut layer: Layer) -> Result<Made, IsolationError> {
+        let paths: Vec<&[u8]> = layer
+            .blobs
+            .iter()
+            .map(|blob| blob.path.as_slice())
+            .collect();
+        // Left out unless the base has them: a tracked file is never
+        // ignored.
+        let candidates = self.checker.ignored(&paths)?;
+        let bare = bare_dirs(&layer, &candidates);
+        let asked: Vec<&[u8]> = candidates
+            .iter()
+            .map(Vec::as_slice)
+            .chain(bare.iter().map(Vec::as_slice))
+            .collect();
+        let files = base_files(&self.objects, &self.base, &asked)?;
+        layer
+            .blobs
+            .retain(|blob| !candidates.contains(&blob.path) || files.contains(&blob.path));
+        // A directory of the layer replaces a file of the base at its path.
+        let replaced = bare.into_iter().filter(|dir| files.contains(dir));
+        let removed: Vec<Vec<u8>> = layer
+            .whiteouts
+            .into_iter()
+            .chain(layer.opaque)
+            .chain(replaced)
+            .collect();
+        write::commit(
+            &self.objects,
+            &self.base,
+            &self.message,
+            &removed,
+            layer.blobs,
+        )
+    }
 }
 
 /// What a walk of an upper directory found, each path relative to it.
 #[derive(Default)]
 struct Layer {
-    /// Files and links, new or changed: a link's target as bytes (git
-    /// would follow the link), a file by its path.
-    blobs: Vec<Set>,
+    /// Files and links, new or changed.
+    blobs: Vec<Blob>,
     /// The base's entry at each goes, and all under it.
     whiteouts: Vec<Vec<u8>>,
     /// Directories that merge with the base's, and replace a base file.
@@ -155,47 +204,45 @@ struct Layer {
     refused: Vec<String>,
 }
 
+pub(in crate::run::isolation) struct Blob {
+    pub(in crate::run::isolation) path: Vec<u8>,
+    pub(in crate::run::isolation) mode: &'static str,
+    pub(in crate::run::isolation) content: Content,
+}
+
+pub(in crate::run::isolation) enum Content {
+    /// A file of the upper directory, which git reads itself.
+    File(PathBuf),
+    /// Bytes troupe hands git in the stream: a link's target (git would
+    /// follow the link), or a small file troupe read.
+    Bytes(Vec<u8>),
+}
+
 /// What one entry of the upper directory is.
 enum Entry {
-    Blob(&'static str, Data),
+    Blob(&'static str, Content),
     Dir { opaque: bool },
     Whiteout,
     Refused(String),
 }
 
 /// Which of `paths` the base has as a file or link (not a directory),
-/// listed by path (a change costs what it holds, not the base's size)
-/// unless there are too many for a command line.
-async fn base_files(
-    git: &Git,
+/// each looked up along its own path: a change costs what it holds, not
+/// the base's size.
+fn base_files(
+    objects: &Objects,
     base: &str,
     paths: &[&[u8]],
 ) -> Result<HashSet<Vec<u8>>, IsolationError> {
-    if paths.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let tree = format!("{base}^{{tree}}");
-    let by_path = paths.len() <= LISTED_BY_PATH;
-    let mut args: Vec<OsString> = ["--literal-pathspecs", "ls-tree", "-z", "--full-tree"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    if !by_path {
-        args.push("-r".into());
-    }
-    args.extend([tree.into(), "--".into()]);
-    if by_path {
-        args.extend(paths.iter().map(|p| OsStr::from_bytes(p).to_os_string()));
-    }
-    let listed = git.run_bytes(&Place::default(), &args, None).await?;
-    let asked: HashSet<&[u8]> = paths.iter().copied().collect();
     let mut files = HashSet::new();
-    for entry in listed.split(|b| *b == 0).filter(|e| !e.is_empty()) {
-        let Some(tab) = entry.iter().position(|b| *b == b'\t') else {
-            continue;
-        };
-        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
-        if asked.contains(path) && meta.split(|b| *b == b' ').nth(1) != Some(b"tree") {
+    if paths.is_empty() {
+        return Ok(files);
+    }
+    let tree = objects.tree_of(base)?;
+    for path in paths {
+        if let Some(entry) = tree::entry_at(objects, &tree, path)?
+            && !entry.is_tree()
+        {
             files.insert(path.to_vec());
         }
     }
@@ -277,10 +324,10 @@ fn read_layer(
             }
         };
         match found {
-            Entry::Blob(mode, data) => layer.blobs.push(Set {
+            Entry::Blob(mode, content) => layer.blobs.push(Blob {
                 path,
-                mode: mode.to_string(),
-                data,
+                mode,
+                content,
             }),
             Entry::Dir { opaque } => {
                 if opaque {
@@ -339,7 +386,7 @@ fn read_entry(
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
         let target = target.into_os_string().into_vec();
-        return Ok(Entry::Blob("120000", Data::Bytes(target)));
+        return Ok(Entry::Blob("120000", Content::Bytes(target)));
     }
     if kind.is_char_device() {
         return Ok(Entry::Whiteout);
@@ -357,7 +404,7 @@ fn read_entry(
         0 => "100644",
         _ => "100755",
     };
-    Ok(Entry::Blob(mode, Data::File(path.to_path_buf())))
+    Ok(Entry::Blob(mode, Content::File(path.to_path_buf())))
 }
 
 /// What an entry's overlay xattrs make of it.

@@ -140,7 +140,8 @@ impl Repo {
             commit: &self.base_commit,
             rules: &self.base,
         };
-        let made = commit_upper(&self.git(), over, upper, markers, "a change", max)
+        let cached = crate::git::Cached::default();
+        let made = commit_upper(&self.git(), &cached, over, upper, markers, "a change", max)
             .await
             .expect("a commit from the upper directory");
         if let Some(made) = &made.made {
