@@ -44,3 +44,4 @@ pub mod text;
 pub mod timefmt;
 pub mod tools;
 pub mod transcript;
+pub mod web;

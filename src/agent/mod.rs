@@ -42,6 +42,7 @@ use crate::protocol::{
 use crate::sandbox::{self, Confined};
 use crate::signal::StopSignal;
 use crate::tools::mcp::McpRelay;
+use crate::tools::web::WebRelay;
 use crate::tools::{CommandSetting, PathFence, ToolContext, ToolRegistry};
 use crate::transcript::{Conversation, TranscriptWriter};
 
@@ -195,12 +196,13 @@ async fn run_task(
     } = confined;
     let cancel = StopSignal::<CancelCause>::default();
     watch_sigterm(cancel.clone());
-    let (model, relay): (Arc<dyn ChatModel>, Option<Arc<dyn McpRelay>>) = match model {
-        Some(model) => (model, None),
+    let (model, relay, web): (Arc<dyn ChatModel>, Option<Arc<dyn McpRelay>>, _) = match model {
+        Some(model) => (model, None, None),
         None => {
             let parent = ParentModel::start(out.clone(), cancel.clone());
             let relay: Arc<dyn McpRelay> = Arc::new(parent.mcp());
-            (Arc::new(parent), Some(relay))
+            let web: Arc<dyn WebRelay> = Arc::new(parent.mcp());
+            (Arc::new(parent), Some(relay), Some(web))
         }
     };
     let records = Arc::new(RecordDir::from_fd(journal, task.subagent_dir()));
@@ -280,7 +282,11 @@ async fn run_task(
     };
     let registry = registry
         .with(servers.tools)
-        .with(crate::tools::mcp::relayed(&task.mcp_remote, relay));
+        .with(crate::tools::mcp::relayed(&task.mcp_remote, relay))
+        .with(crate::tools::web::tools(
+            task.web.as_ref().map_or(&[], |web| web.tools.as_slice()),
+            web,
+        ));
     let calls = CallRunner {
         withheld,
         unstarted: servers.unstarted,

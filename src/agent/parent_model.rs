@@ -52,21 +52,38 @@ impl crate::tools::mcp::McpRelay for ParentMcp {
     }
 }
 
+impl crate::tools::web::WebRelay for ParentMcp {
+    fn call<'a>(&'a self, tool: &'a str, arguments: Value) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(self.exchange(|id| FromChild::WebCall {
+            id,
+            tool: tool.to_string(),
+            arguments,
+        }))
+    }
+}
+
 impl ParentMcp {
     /// The server's result of `tool` with `arguments`, or why there is none.
     async fn ask(&self, server: &str, tool: &str, arguments: Value) -> Result<Value, String> {
+        self.exchange(|id| FromChild::McpCall {
+            id,
+            server: server.to_string(),
+            tool: tool.to_string(),
+            arguments,
+        })
+        .await
+    }
+
+    /// Sends the call `asked` makes of its id, and waits for its answer:
+    /// MCP and web calls share the ids and the waiters.
+    async fn exchange(&self, asked: impl FnOnce(u64) -> FromChild) -> Result<Value, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.waiting
             .lock()
             .map_err(|_| "the pipe to troupe is closed".to_string())?
             .insert(id, tx);
-        self.out.send(&FromChild::McpCall {
-            id,
-            server: server.to_string(),
-            tool: tool.to_string(),
-            arguments,
-        });
+        self.out.send(&asked(id));
         rx.await
             .unwrap_or_else(|_| Err("the pipe to troupe closed before the answer".to_string()))
     }
@@ -159,7 +176,9 @@ async fn read_stdin(waiting: Waiters, mcp_waiting: McpWaiters, cancel: StopSigna
                 retryable,
                 kind,
             }) => answer(&waiting, id, Err(relayed(message, retryable, kind))),
-            Ok(ToChild::McpResult { id, result, error }) => {
+            Ok(
+                ToChild::McpResult { id, result, error } | ToChild::WebResult { id, result, error },
+            ) => {
                 let answer = match (result, error) {
                     (Some(result), _) => Ok(result),
                     (None, error) => Err(error.unwrap_or_else(|| "no result".to_string())),

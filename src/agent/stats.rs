@@ -15,6 +15,7 @@ pub struct StatsCounter {
     searches: AtomicU64,
     commands: AtomicU64,
     mcp_calls: AtomicU64,
+    web_pages: AtomicU64,
     model_wait_us: AtomicU64,
     usage: Mutex<Usage>,
     sandbox: Option<SandboxReport>,
@@ -31,6 +32,7 @@ impl StatsCounter {
             searches: AtomicU64::new(0),
             commands: AtomicU64::new(0),
             mcp_calls: AtomicU64::new(0),
+            web_pages: AtomicU64::new(0),
             model_wait_us: AtomicU64::new(0),
             usage: Mutex::new(Usage::default()),
             unstarted: OnceLock::new(),
@@ -48,6 +50,7 @@ impl StatsCounter {
             Counter::Searches => &self.searches,
             Counter::Commands => &self.commands,
             Counter::McpCalls => &self.mcp_calls,
+            Counter::WebPages => &self.web_pages,
         };
         cell.fetch_add(1, Ordering::Relaxed);
     }
@@ -73,7 +76,7 @@ impl StatsCounter {
             runtime_seconds: round_seconds(self.started.elapsed().as_secs_f64()),
             files_read: self.files_read.load(Ordering::Relaxed),
             searches: self.searches.load(Ordering::Relaxed),
-            web_pages: 0,
+            web_pages: self.web_pages.load(Ordering::Relaxed),
             commands: self.commands.load(Ordering::Relaxed),
             token_usage: self.usage.lock().map(|u| *u).unwrap_or_default(),
             sandbox: self.sandbox.clone(),

@@ -11,6 +11,9 @@ use crate::protocol::{AgentLimits, DEFAULT_LINE_CAP, ReadScope, SandboxMode, San
 use crate::settings::{Lookup, pick};
 use crate::supervisor::launcher::{Launcher, local_only_warning};
 use crate::supervisor::{AgentSettings, Hygiene, ServeLimits};
+use crate::web::rules::{HostRule, HostRules};
+use crate::web::search::{SearchBackend, SearchKind};
+use crate::web::{Web, WebSettings};
 
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Each agent")]
@@ -111,6 +114,20 @@ pub struct AgentArgs {
     /// of its own from this.
     #[arg(long, value_name = "HOST:PORT")]
     pub allow_host: Vec<String>,
+
+    /// A host agents may read web pages from with web_fetch, which troupe
+    /// fetches for them (repeatable): HOST, HOST:PORT, *.DOMAIN, or * for
+    /// any public host; [web] allow and deny in troupe.toml add to it. A
+    /// private or loopback address is fetched only from a host named
+    /// exactly. Agents get no network of their own from this.
+    #[arg(long, value_name = "HOST")]
+    pub allow_web: Vec<String>,
+
+    /// A SearXNG (or SearXNG-compatible) endpoint that agents' web_search
+    /// asks, e.g. http://127.0.0.1:8888 ([web.search] in troupe.toml
+    /// names Brave or Tavily too).
+    #[arg(long, value_name = "URL")]
+    pub search_url: Option<String>,
 
     /// What agents and their commands may read: system (the workspace,
     /// their own directory and TMPDIR, and the system directories builds
@@ -218,7 +235,55 @@ impl AgentArgs {
             mcp,
             remote_mcp: None,
             allow_hosts: self.allow_hosts()?,
+            web: self.web(sources)?,
         })
+    }
+
+    /// The web troupe reads for the agents: `--allow-web` and `[web]`,
+    /// `--search-url` before `[web.search]`; `None` when it reads none.
+    fn web(&self, sources: &dyn Lookup) -> Result<Option<std::sync::Arc<Web>>, UsageError> {
+        let file = sources.web();
+        let mut allow = file.allow;
+        for flag in &self.allow_web {
+            allow.push(
+                HostRule::parse(flag).map_err(|e| UsageError::Said(format!("--allow-web: {e}")))?,
+            );
+        }
+        let search = match (&self.search_url, file.search) {
+            (Some(url), _) => Some(SearchBackend::new(
+                SearchKind::Searxng,
+                Some(url.clone()),
+                None,
+            )),
+            (None, Some(config)) => {
+                if let Some(env) = &config.api_key_env
+                    && self.pass_env.contains(env)
+                {
+                    return Err(UsageError::Said(format!(
+                        "--pass-env {env} would hand the search backend's key to the agents; only troupe itself searches"
+                    )));
+                }
+                Some(SearchBackend::new(
+                    config.kind,
+                    config.url,
+                    config.api_key_env.as_deref(),
+                ))
+            }
+            (None, None) => None,
+        };
+        let search = search.transpose().map_err(UsageError::Said)?;
+        let settings = WebSettings {
+            rules: HostRules {
+                allow,
+                deny: file.deny,
+            },
+            search,
+            timeout: file
+                .timeout
+                .filter(|secs| *secs > 0)
+                .map_or(crate::web::FETCH_LIMIT, std::time::Duration::from_secs),
+        };
+        Ok(settings.offered().then(|| Web::new(settings)))
     }
 
     /// `--allow-host`, each checked to be HOST:PORT.

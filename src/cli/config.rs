@@ -39,6 +39,9 @@ struct ConfigFile {
     /// `[mcp_servers.NAME]`, each checked as it is read.
     #[serde(default, deserialize_with = "crate::mcp::config::read_table")]
     mcp_servers: Vec<crate::mcp::config::ServerConfig>,
+    /// `[web]`: the hosts agents' web_fetch may reach, and `[web.search]`.
+    #[serde(default)]
+    web: crate::web::WebConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -198,6 +201,10 @@ impl Lookup for Sources {
 
     fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         self.file.mcp_servers.clone()
+    }
+
+    fn web(&self) -> crate::web::WebConfig {
+        self.file.web.clone()
     }
 }
 

@@ -31,6 +31,10 @@ pub struct Powers {
     /// `"none"`, or the `host:port`s it may reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Network>,
+    /// The hosts its worker's web_fetch may read (`*`, `*.domain`, host,
+    /// host:port), within the run's `--allow-web`; `[]` for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<Vec<crate::web::rules::HostRule>>,
     /// Absolute paths it may read besides the run's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read: Vec<PathBuf>,
@@ -141,6 +145,10 @@ impl Powers {
         }
         if self.network.is_some() {
             said.push(format!("network {}", list(self.hosts())));
+        }
+        if let Some(web) = &self.web {
+            let hosts: Vec<String> = web.iter().map(ToString::to_string).collect();
+            said.push(format!("web {}", list(&hosts)));
         }
         for (name, value) in [
             ("timeout", self.timeout.map(|s| format!("{s} s"))),

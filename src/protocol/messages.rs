@@ -249,6 +249,15 @@ pub enum FromChild {
         #[serde(default)]
         arguments: Value,
     },
+    /// A web tool's call (`web_fetch`, `web_search`), which troupe makes
+    /// for the child under its rules; answered with `web_result`
+    /// carrying the same id.
+    WebCall {
+        id: u64,
+        tool: String,
+        #[serde(default)]
+        arguments: Value,
+    },
     /// A tool is about to run (progress only).
     ToolCall {
         call_id: String,
@@ -368,6 +377,15 @@ pub enum ToChild {
     /// The answer to the `mcp_call` with this id: the server's result
     /// (`content`, `isError`, ...), or why there is none.
     McpResult {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The answer to the `web_call` with this id: what troupe fetched or
+    /// found, its `text` framed for the model, or why there is none.
+    WebResult {
         id: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Value>,

@@ -92,8 +92,21 @@ pub struct TaskFile {
     /// broker (`supervisor::broker`); it has no network of its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network_hosts: Vec<String>,
+    /// The web tools troupe answers for it, and the hosts it may fetch
+    /// from; none unless the run allows the web.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<WebAccess>,
     #[serde(with = "crate::timefmt::rfc3339")]
     pub created_at: DateTime<Utc>,
+}
+
+/// What of the web troupe reads for an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebAccess {
+    /// `web_fetch` (when any host is allowed) and `web_search` (when the
+    /// run has a search backend).
+    pub tools: Vec<String>,
+    pub rules: crate::web::rules::HostRules,
 }
 
 impl TaskFile {
@@ -133,6 +146,7 @@ impl TaskFile {
             output_schema: None,
             tools: None,
             network_hosts: Vec::new(),
+            web: None,
             created_at,
         }
     }

@@ -23,6 +23,8 @@ pub struct Ceiling {
     /// (`--allow-network`).
     pub allow_hosts: Vec<String>,
     pub allow_network: bool,
+    /// The hosts web_fetch may read for the run's agents (`--allow-web`).
+    pub web: Vec<crate::web::rules::HostRule>,
     pub timeout: u64,
     pub max_turns: u32,
     pub max_tokens: Option<u64>,
@@ -50,6 +52,11 @@ impl Ceiling {
             sandbox_off: settings.sandbox.mode == SandboxMode::Off,
             allow_hosts: settings.allow_hosts.clone(),
             allow_network: settings.sandbox.allow_network,
+            web: settings
+                .web
+                .as_ref()
+                .map(|web| web.settings().rules.allow.clone())
+                .unwrap_or_default(),
             timeout: settings.serve.timeout.as_secs(),
             max_turns: settings.limits.max_turns,
             max_tokens: settings.limits.max_tokens,
@@ -92,6 +99,25 @@ impl Ceiling {
         if let Some(host) = powers.hosts().iter().find(|h| !allowed(h)) {
             return Some(format!(
                 "powers.network asks for {host}, which the run does not allow (give the run --allow-host {host})"
+            ));
+        }
+        if let Some(rule) = powers
+            .web
+            .iter()
+            .flatten()
+            .find(|rule| !self.web.iter().any(|run| rule.within(run)))
+        {
+            return Some(format!(
+                "powers.web names {rule}, which the run's --allow-web does not cover (it allows: {}); give the run --allow-web {rule}",
+                match self.web.is_empty() {
+                    true => "none".to_string(),
+                    false => self
+                        .web
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
             ));
         }
         if !powers.hosts().is_empty() && self.sandbox_off {

@@ -186,6 +186,20 @@ fn narrow(task: &mut TaskFile, powers: &crate::plan::powers::Powers) {
             task.network_hosts.join(", ")
         ));
     }
+    if let (Some(allowed), Some(web)) = (&powers.web, task.web.as_mut()) {
+        web.rules = crate::web::narrowed(&web.rules, Some(allowed));
+        if !web.rules.any() {
+            web.tools.retain(|tool| tool != "web_fetch");
+        }
+        let hosts: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        task.task.push_str(&format!(
+            "\n\nThe web: troupe's web_fetch reads pages for you from {} only.",
+            match hosts.is_empty() {
+                true => "no host".to_string(),
+                false => hosts.join(", "),
+            }
+        ));
+    }
     if let Some(turns) = powers.max_turns {
         task.limits.max_turns = turns;
     }

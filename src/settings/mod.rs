@@ -37,6 +37,11 @@ pub trait Lookup {
         Vec::new()
     }
 
+    /// The `[web]` table of a config file.
+    fn web(&self) -> crate::web::WebConfig {
+        crate::web::WebConfig::default()
+    }
+
     /// The config file the settings were read from, if one was.
     fn config_file(&self) -> Option<&std::path::Path> {
         None

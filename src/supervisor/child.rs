@@ -58,6 +58,12 @@ pub struct ChildRun<'a> {
     pub launcher: Option<String>,
     /// The MCP servers troupe reaches for the child (`mcp_call`).
     pub mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
+    /// The web troupe reads for the child (`web_call`), and what of it
+    /// its task file offered.
+    pub web: Option<(
+        std::sync::Arc<crate::web::Web>,
+        crate::protocol::task::WebAccess,
+    )>,
     /// The agent's span, parent of its model requests' and tool calls'.
     pub span: crate::telemetry::Span,
     /// The child's pid, once it is started: the one process its broker

@@ -318,6 +318,16 @@ impl Served<'_, '_> {
                         let _ = to_child.send(ToChild::McpResult { id, result, error });
                     }
                 }
+                Some(done) = self.web_pending.join_next(), if !self.web_pending.is_empty() => {
+                    last_heard = Instant::now();
+                    if let Ok((id, answer)) = done {
+                        let (result, error) = match answer {
+                            Ok(result) => (Some(result), None),
+                            Err(error) => (None, Some(error)),
+                        };
+                        let _ = to_child.send(ToChild::WebResult { id, result, error });
+                    }
+                }
                 status = child.wait() => return Ending::Exited(status.ok()),
                 () = sleep_until(linger_until.unwrap_or(deadline)), if linger_until.is_some() => {
                     return Ending::Lingered;
@@ -381,6 +391,7 @@ impl Served<'_, '_> {
         self.event(AgentEvent::Stopping { reason: why });
         self.pending.abort_all();
         self.mcp_pending.abort_all();
+        self.web_pending.abort_all();
         let _ = to_child.send(ToChild::Cancel { reason });
         let grace_end = after_tokio(Instant::now(), self.run.limits.kill_grace);
         self.drain(lines, grace_end).await;

@@ -82,6 +82,10 @@ pub(super) struct Served<'r, 'a> {
     pub(super) pending: JoinSet<ModelAnswer>,
     /// The child's MCP calls that troupe is making for it.
     pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, McpCallError>)>,
+    /// The child's web calls that troupe is making for it, and how many
+    /// it asked for.
+    pub(super) web_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
+    web_calls: u32,
     /// The spans of the tool calls reported and not yet ended, by call id.
     tool_spans: HashMap<String, Span>,
     /// The `tool_call` lines read so far, whose count names each call's
@@ -121,6 +125,8 @@ impl<'r, 'a> Served<'r, 'a> {
             timings: AgentTimings::default(),
             pending: JoinSet::new(),
             mcp_pending: JoinSet::new(),
+            web_pending: JoinSet::new(),
+            web_calls: 0,
             tool_spans: HashMap::new(),
             tool_calls_reported: 0,
             retries: mpsc::unbounded_channel(),
@@ -181,6 +187,11 @@ impl<'r, 'a> Served<'r, 'a> {
                 tool,
                 arguments,
             } => self.mcp_call(id, server, tool, arguments)?,
+            FromChild::WebCall {
+                id,
+                tool,
+                arguments,
+            } => self.web_call(id, tool, arguments)?,
             FromChild::ToolCall {
                 call_id,
                 name,
@@ -370,6 +381,47 @@ impl<'r, 'a> Served<'r, 'a> {
                 None => Err(McpCallError::NotReached(server)),
             };
             (id, result)
+        });
+        Ok(())
+    }
+
+    /// A web call troupe makes for the child, under the rules its task
+    /// file gave it, each in a span of its own; a flood is a protocol
+    /// error, as for MCP calls, and past its bound each is refused.
+    fn web_call(
+        &mut self,
+        id: u64,
+        tool: String,
+        arguments: serde_json::Value,
+    ) -> Result<(), Violation> {
+        if !self.answering {
+            return Ok(());
+        }
+        if self.web_pending.len() >= MAX_PENDING_REQUESTS {
+            return Err(Violation::Flood);
+        }
+        self.web_calls += 1;
+        let spent = self.web_calls > crate::web::CALLS_PER_AGENT;
+        let web = self.run.web.clone();
+        let span = self.run.span.child(tool.clone()).client();
+        self.web_pending.spawn(async move {
+            let result = match web {
+                None => Err("troupe reads the web for no agent of this run: it allows no host (--allow-web) and has no search backend".to_string()),
+                Some((_, access)) if !access.tools.contains(&tool) => Err(format!(
+                    "{tool} is not among this agent's tools (its task file offers {})",
+                    access.tools.join(", ")
+                )),
+                Some(_) if spent => Err(format!(
+                    "this agent made its {} web calls; no more are made",
+                    crate::web::CALLS_PER_AGENT
+                )),
+                Some((web, access)) => web.call(&access.rules, &tool, arguments).await.map_err(|e| {
+                    span.set("troupe.web.refused", e.refused());
+                    e.to_string()
+                }),
+            };
+            traced(&span, &result);
+            (id, result.map(|answer| answer.result))
         });
         Ok(())
     }
@@ -602,4 +654,24 @@ pub(super) enum McpCallError {
     /// The server, or troupe's call to it, failed so.
     #[error("{0}")]
     Failed(String),
+}
+
+/// A web call's span: what it reached, how it answered, how much came.
+fn traced(span: &Span, result: &Result<crate::web::Answer, String>) {
+    match result {
+        Ok(answer) => {
+            match answer.status {
+                Some(status) => {
+                    span.set("url.full", answer.target.clone());
+                    span.set("http.response.status_code", i64::from(status));
+                }
+                None => span.set("troupe.web.query", answer.target.clone()),
+            }
+            span.set("troupe.web.bytes", answer.bytes as i64);
+            span.set("troupe.web.cached", answer.cached);
+            span.succeed();
+        }
+        Err(why) => span.fail(why.clone()),
+    }
+    span.end();
 }

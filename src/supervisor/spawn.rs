@@ -39,6 +39,8 @@ pub struct SpawnConfig {
     pub launch: Option<(Launcher, LaunchVars)>,
     /// The MCP servers troupe reaches for the child.
     pub remote_mcp: Option<std::sync::Arc<crate::mcp::remote::RemoteServers>>,
+    /// The web troupe reads for the child, under its task file's rules.
+    pub web: Option<std::sync::Arc<crate::web::Web>>,
     /// The agent's span: its model requests and tool calls are its
     /// children, and the child process is started in it.
     pub span: Span,
@@ -68,6 +70,9 @@ pub struct AgentSettings {
     /// The `host:port`s a step's powers may name, for troupe's broker to
     /// open (`--allow-host`).
     pub allow_hosts: Vec<String>,
+    /// The web troupe reads for the agents (`--allow-web`, `[web]`), one
+    /// cache and count for all of them; `None` when it reads none.
+    pub web: Option<std::sync::Arc<crate::web::Web>>,
 }
 
 impl AgentSettings {
@@ -96,6 +101,13 @@ impl AgentSettings {
             .as_ref()
             .map(|remote| remote.offer(task.role))
             .unwrap_or_default();
+        task.web = self
+            .web
+            .as_ref()
+            .map(|web| crate::protocol::task::WebAccess {
+                tools: web.settings().tools(),
+                rules: web.settings().rules.clone(),
+            });
     }
 }
 
@@ -138,6 +150,7 @@ impl SpawnConfig {
         });
         SpawnConfig {
             remote_mcp: settings.remote_mcp.clone(),
+            web: settings.web.clone(),
             task,
             agent_program: settings.program.clone(),
             program_takes_session: settings.program_takes_session,
@@ -265,6 +278,7 @@ pub async fn run_prepared(
             .as_ref()
             .map(|(launcher, _)| launcher.display()),
         mcp: config.remote_mcp.clone(),
+        web: config.web.clone().zip(task.web.clone()),
         span: config.span.clone(),
         spawned,
     };

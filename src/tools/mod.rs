@@ -16,6 +16,7 @@ mod run_command;
 mod schema;
 mod search_workspace;
 mod spill;
+pub mod web;
 mod write_file;
 
 use std::collections::BTreeSet;
@@ -54,6 +55,7 @@ pub enum Counter {
     Searches,
     Commands,
     McpCalls,
+    WebPages,
 }
 
 /// What `finish_task` hands back to the loop.
