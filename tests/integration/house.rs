@@ -269,6 +269,9 @@ fn the_layers_import_only_downwards() {
             ("supervisor", "agent"),
             ("git", "run"),
             ("agent", "run"),
+            ("web", "run"),
+            ("web", "supervisor"),
+            ("web", "agent"),
         ];
         if forbidden
             .iter()

@@ -37,4 +37,5 @@ mod tool_fence;
 mod tools;
 mod traces;
 mod usage;
+mod web;
 mod worker_loop;
