@@ -561,3 +561,57 @@ fn web_fetch_works_the_same_as_an_ordinary_user() {
     assert!(outputs[0].contains("gravitational"), "{}", outputs[0]);
     assert!(outputs[1].contains("a loopback address"), "{}", outputs[1]);
 }
+
+#[test]
+fn each_fetch_and_search_is_a_client_span_of_its_agent() {
+    let Some(collector) = crate::common::otlp::Collector::start(
+        "each_fetch_and_search_is_a_client_span_of_its_agent",
+    ) else {
+        return;
+    };
+    let server = Server::start(vec![("/tides", page("text/html", ARTICLE))]);
+    let engine = searxng();
+    let sandbox = Sandbox::new();
+    let rules = vec![
+        planner(json!([step("read", &[])])),
+        worker_rule(
+            "read",
+            vec![
+                fetch(&server.url("/tides"), None),
+                fetch(&server.url("/missing-host-rule"), None),
+                search("tides"),
+                finish(),
+            ],
+        ),
+        approving_reviewer(),
+    ];
+    let host = format!("127.0.0.1:{}", server.port);
+    let mut command = team_command(
+        &sandbox,
+        rules,
+        &with(&["--allow-web", &host, "--search-url", &engine.url("")]),
+    );
+    command.args(["--otlp-endpoint", &collector.url()]);
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let spans =
+        collector.spans_when(|spans| !crate::common::otlp::named(spans, "troupe.run").is_empty());
+    let fetches = crate::common::otlp::named(&spans, "web_fetch");
+    let fetched = fetches
+        .iter()
+        .find(|s| s["attributes"]["http.response.status_code"] == 200)
+        .unwrap_or_else(|| panic!("a fetch span with its status: {fetches:#?}"));
+    assert_eq!(fetched["attributes"]["url.full"], server.url("/tides"));
+    // SPAN_KIND_CLIENT, as the receiver decodes it.
+    assert_eq!(fetched["kind"], 3, "{fetched:#}");
+    assert!(fetched["attributes"]["troupe.web.bytes"].as_i64() > Some(1000));
+    let searched = crate::common::otlp::named(&spans, "web_search");
+    assert_eq!(searched.len(), 1, "{searched:#?}");
+    assert_eq!(searched[0]["attributes"]["troupe.web.query"], "tides");
+    let agent = spans
+        .iter()
+        .find(|s| s["span_id"] == fetched["parent_span_id"])
+        .expect("the fetch's parent");
+    assert_eq!(agent["name"], "invoke_agent worker", "{agent:#}");
+    assert_eq!(agent["attributes"]["gen_ai.agent.id"], "read/worker-1");
+}
