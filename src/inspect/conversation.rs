@@ -33,7 +33,7 @@ impl Render {
             doc.summary
         );
         out.push_str(&format!(
-            "{} · {} to {} · {:.1} s · {} · {} read, {}, {}\n",
+            "{} · {} to {} · {:.1} s · {} · {} read, {}, {}{}\n",
             doc.conversation_id,
             crate::timefmt::format_time(&doc.created_at),
             ended,
@@ -41,7 +41,11 @@ impl Render {
             crate::text::count(stats.token_usage.total, "token"),
             crate::text::count(stats.files_read, "file"),
             crate::text::count(stats.searches, "search"),
-            crate::text::count(stats.commands, "command")
+            crate::text::count(stats.commands, "command"),
+            match stats.web_pages {
+                0 => String::new(),
+                pages => format!(", {}", crate::text::count(pages, "web page")),
+            }
         ));
         if let Some(reason) = doc.stop_reason {
             out.push_str(&format!("stopped: {}\n", reason.describe()));

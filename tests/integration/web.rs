@@ -43,9 +43,9 @@ fn redirect(to: &str) -> Page {
     }
 }
 
-/// A request the server read: its target and its headers, by lowercase
-/// name.
-type Request = (String, HashMap<String, String>);
+/// A request the server read: its target, its headers by lowercase name,
+/// and its body.
+type Request = (String, HashMap<String, String>, Vec<u8>);
 
 /// A server on 127.0.0.1 answering by path (query left off), counting
 /// the requests for each and keeping their headers.
@@ -91,7 +91,7 @@ impl Server {
                         .unwrap_or(0);
                     let mut body = vec![0; length];
                     let _ = reader.read_exact(&mut body);
-                    log.lock().unwrap().push((target.clone(), headers));
+                    log.lock().unwrap().push((target.clone(), headers, body));
                     let path = target.split('?').next().unwrap_or("/");
                     let page = pages.get(path).cloned().unwrap_or(Page {
                         status: 404,
@@ -130,7 +130,7 @@ impl Server {
     fn hits(&self, path: &str) -> usize {
         let seen = self.seen.lock().unwrap();
         seen.iter()
-            .filter(|(target, _)| target.split('?').next() == Some(path))
+            .filter(|(target, ..)| target.split('?').next() == Some(path))
             .count()
     }
 
@@ -239,6 +239,9 @@ fn an_article_reaches_the_worker_as_markdown_without_its_menus_and_framed() {
     assert_eq!(server.hits("/tides"), 1, "fetched once for both formats");
     let result = read_json(&worker.join(".subagent/result.json"));
     assert_eq!(result["stats"]["web_pages"], 2, "{result}");
+    let run_id = team.record()["run_id"].as_str().unwrap().to_string();
+    let show = crate::common::cli(&sandbox, &["show", &format!("{run_id}/read/worker-1")]);
+    assert!(show.stdout.contains(", 2 web pages"), "{}", show.stdout);
 }
 
 #[test]
@@ -458,7 +461,7 @@ fn a_brave_key_goes_to_brave_alone_and_never_into_a_record() {
         "{}",
         outputs[0]
     );
-    let (target, headers) = &server.requests()[0];
+    let (target, headers, _) = &server.requests()[0];
     assert_eq!(
         headers.get("x-subscription-token").map(String::as_str),
         Some(key)
@@ -614,4 +617,71 @@ fn each_fetch_and_search_is_a_client_span_of_its_agent() {
         .expect("the fetch's parent");
     assert_eq!(agent["name"], "invoke_agent worker", "{agent:#}");
     assert_eq!(agent["attributes"]["gen_ai.agent.id"], "read/worker-1");
+}
+
+#[test]
+fn a_tavily_backend_is_asked_with_its_key_as_a_bearer_token() {
+    let answer = json!({"results": [{"title": "Tides", "url": "https://example.org/t", "content": "Sea levels."}]});
+    let server = Server::start(vec![(
+        "/search",
+        page("application/json", answer.to_string()),
+    )]);
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    let table = format!(
+        "[web.search]\nkind = \"tavily\"\nurl = \"{}\"\napi_key_env = \"TEST_TAVILY_KEY\"\n",
+        server.url("/search")
+    );
+    std::fs::write(&config, table).unwrap();
+    let rules = vec![
+        planner(json!([step("read", &[])])),
+        worker_rule("read", vec![search("tides"), finish()]),
+        approving_reviewer(),
+    ];
+    let mut command = team_command(
+        &sandbox,
+        rules,
+        &with(&["--config", &config.display().to_string()]),
+    );
+    command.env("TEST_TAVILY_KEY", "tvly-test-key");
+    let team = finish_team_run(&sandbox, command);
+    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let outputs = said(&team.dir.join("read/worker-1"));
+    assert!(
+        outputs[0].contains("1. Tides\n   https://example.org/t"),
+        "{}",
+        outputs[0]
+    );
+    let (_, headers, body) = &server.requests()[0];
+    assert_eq!(
+        headers.get("authorization").map(String::as_str),
+        Some("Bearer tvly-test-key")
+    );
+    let asked: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(asked, json!({"query": "tides", "max_results": 8}));
+}
+
+#[test]
+fn a_search_backend_without_its_key_is_refused_before_the_run() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root().join("troupe.toml");
+    std::fs::write(
+        &config,
+        "[web.search]\nkind = \"brave\"\napi_key_env = \"TEST_UNSET_KEY_41\"\n",
+    )
+    .unwrap();
+    let mut command = team_command(
+        &sandbox,
+        vec![],
+        &with(&["--config", &config.display().to_string()]),
+    );
+    command.env_remove("TEST_UNSET_KEY_41");
+    let out = crate::common::run(command);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("[web.search] api_key_env names TEST_UNSET_KEY_41, which is not set"),
+        "{}",
+        out.stderr
+    );
 }
