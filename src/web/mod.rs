@@ -21,7 +21,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-pub use self::page::Format;
 use self::rules::HostRules;
 use self::search::SearchBackend;
 
@@ -116,8 +115,8 @@ pub enum WebError {
 }
 
 impl WebError {
-    /// The rule or bound that refused it, for the trace: `None` for a
-    /// call that failed on its own.
+    /// Whether a rule or a bound refused it, for the trace, rather than
+    /// the call failing on its own.
     pub fn refused(&self) -> bool {
         matches!(self, WebError::Refused { .. } | WebError::RunSpent)
     }
@@ -128,7 +127,7 @@ impl WebError {
 struct FetchArgs {
     url: String,
     #[serde(default)]
-    format: Format,
+    format: page::Format,
     #[serde(default)]
     max_bytes: Option<usize>,
 }
