@@ -1,7 +1,7 @@
 //! A fetched page as an agent reads it: an HTML page's main text (a port
-//! of Firefox's Reader View, `dom_smoothie`) as Markdown (`htmd`) with
-//! its links absolute, or as plain text; anything else as the text it
-//! is; `raw` gives the bytes as they came when they are text.
+//! of Firefox's Reader View, `dom_smoothie`) as Markdown with its links
+//! absolute, or as plain text; anything else as the text it is; `raw`
+//! gives the bytes as they came when they are text.
 
 use serde::Deserialize;
 
@@ -52,15 +52,21 @@ pub fn show(got: &Got, format: Format, max: usize) -> Result<Shown, String> {
 /// article is found in it.
 fn readable(got: &Got, format: Format) -> (Option<String>, String) {
     let html = String::from_utf8_lossy(&got.body);
-    let article = dom_smoothie::Readability::new(html.as_ref(), Some(&got.final_url), None)
+    let config = dom_smoothie::Config {
+        text_mode: match format {
+            Format::Text => dom_smoothie::TextMode::Formatted,
+            Format::Markdown | Format::Raw => dom_smoothie::TextMode::Markdown,
+        },
+        ..dom_smoothie::Config::default()
+    };
+    let article = dom_smoothie::Readability::new(html.as_ref(), Some(&got.final_url), Some(config))
         .and_then(|mut reader| reader.parse());
-    match (article, format) {
-        (Ok(article), Format::Text) => (Some(article.title), article.text_content.to_string()),
-        (Ok(article), _) => {
-            let markdown = htmd::convert(&article.content).unwrap_or_default();
-            (Some(article.title), markdown)
+    match article {
+        Ok(article) => (Some(article.title), article.text_content.to_string()),
+        Err(_) => {
+            let page = dom_query::Document::from(html.as_ref());
+            (None, page.md(None).to_string())
         }
-        (Err(_), _) => (None, htmd::convert(&html).unwrap_or_default()),
     }
 }
 
