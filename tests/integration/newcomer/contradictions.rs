@@ -16,26 +16,27 @@ use crate::common::mock_model::{MockModel, MockResponse};
 use crate::common::{Sandbox, processes_with, spawn};
 use crate::team::{planner, step, team_run, two_steps_at_once, worker_rule, worker_writes};
 
-/// The tools the README's table gives a Reviewer: always, and only where
-/// the sandbox is fully enforced.
-fn reviewer_tools_in_readme() -> (BTreeSet<String>, BTreeSet<String>) {
+/// The tools the README's table gives a Reviewer: always, only where the
+/// sandbox is fully enforced, and only when the run allows the web.
+fn reviewer_tools_in_readme() -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
     let readme = readme();
     let rows = table(section(&readme, "The tools"), "tool");
     let column = rows[0]
         .iter()
         .position(|cell| cell == "a Reviewer's")
         .expect("a column saying what a Reviewer gets");
-    let (mut always, mut enforced) = (BTreeSet::new(), BTreeSet::new());
+    let (mut always, mut enforced, mut web) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for row in &rows[1..] {
         let tool = row[0].trim_matches('`').to_string();
         match row[column].as_str() {
             "yes" => always.insert(tool),
             "where the sandbox is fully enforced" => enforced.insert(tool),
+            "when the run allows it" => web.insert(tool),
             "no" => false,
             other => panic!("`{tool}`: what does a Reviewer's `{other}` mean?"),
         };
     }
-    (always, enforced)
+    (always, enforced, web)
 }
 
 /// The tools a real reviewer is offered in a team run with `extra`
@@ -71,8 +72,18 @@ fn reviewer_tools_offered(extra: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn a_reviewer_is_offered_the_tools_the_readme_gives_it() {
-    let (always, enforced) = reviewer_tools_in_readme();
+    let (always, enforced, web) = reviewer_tools_in_readme();
     assert_eq!(reviewer_tools_offered(&["--sandbox", "off"]), always);
+    let with_web: BTreeSet<String> = always.union(&web).cloned().collect();
+    let allowing = [
+        "--sandbox",
+        "off",
+        "--allow-web",
+        "docs.rs",
+        "--search-url",
+        "http://127.0.0.1:9",
+    ];
+    assert_eq!(reviewer_tools_offered(&allowing), with_web);
     if crate::common::full_sandbox("a_reviewer_is_offered_the_tools_the_readme_gives_it") {
         let all: BTreeSet<String> = always.union(&enforced).cloned().collect();
         assert_eq!(reviewer_tools_offered(&[]), all);
