@@ -190,18 +190,83 @@ pub struct ToolSpec {
 }
 
 /// Tokens spent, as counted by the provider, or estimated from the text
-/// where the provider said nothing.
+/// where the provider said nothing, and what they cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "UsageRecord", into = "UsageRecord")]
 pub struct Usage {
-    #[serde(default)]
     pub prompt: u64,
-    #[serde(default)]
     pub completion: u64,
-    #[serde(default)]
     pub total: u64,
     /// Some of these tokens are troupe's estimate, not the provider's count.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
+    /// Prompt tokens the provider served from its cache (part of
+    /// `prompt`), as it reported them.
+    pub cached: u64,
+    /// What they cost, in millionths of a US dollar: the provider's own
+    /// figure where it gave one, else the model's price times the tokens.
+    pub cost_micros: u64,
+    /// Some of them cost what no one said (a model without a price): the
+    /// cost is unknown, never a guess.
+    pub unpriced: bool,
+}
+
+/// `Usage` as records and the wire spell it: the cost in dollars, `null`
+/// when unknown.
+#[derive(Serialize, Deserialize)]
+struct UsageRecord {
+    #[serde(default)]
+    prompt: u64,
+    #[serde(default)]
+    completion: u64,
+    #[serde(default)]
+    total: u64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    estimated: bool,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    cached: u64,
+    /// Missing in a record older than costs: unknown.
+    #[serde(default)]
+    cost: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl From<UsageRecord> for Usage {
+    fn from(record: UsageRecord) -> Usage {
+        Usage {
+            prompt: record.prompt,
+            completion: record.completion,
+            total: record.total,
+            estimated: record.estimated,
+            cached: record.cached,
+            cost_micros: record.cost.map_or(0, micros),
+            unpriced: record.cost.is_none(),
+        }
+    }
+}
+
+impl From<Usage> for UsageRecord {
+    fn from(usage: Usage) -> UsageRecord {
+        UsageRecord {
+            prompt: usage.prompt,
+            completion: usage.completion,
+            total: usage.total,
+            estimated: usage.estimated,
+            cached: usage.cached,
+            cost: usage.cost(),
+        }
+    }
+}
+
+/// `dollars` in millionths, rounded; nothing below zero.
+pub fn micros(dollars: f64) -> u64 {
+    if dollars.is_finite() && dollars > 0.0 {
+        (dollars * 1e6).round() as u64
+    } else {
+        0
+    }
 }
 
 impl Usage {
@@ -210,8 +275,22 @@ impl Usage {
             prompt,
             completion,
             total: prompt + completion,
-            estimated: false,
+            ..Usage::default()
         }
+    }
+
+    /// "1,234 tokens", with ", $0.0123" when they cost a known amount.
+    pub fn spent(&self) -> String {
+        let tokens = crate::text::count(self.total, "token");
+        match self.cost() {
+            Some(dollars) if self.cost_micros > 0 => format!("{tokens}, ${dollars:.4}"),
+            _ => tokens,
+        }
+    }
+
+    /// The cost in dollars, `None` when some of it is unknown.
+    pub fn cost(&self) -> Option<f64> {
+        (!self.unpriced).then(|| self.cost_micros as f64 / 1e6)
     }
 
     /// Tokens guessed from text, about four characters each: enough for a
@@ -229,5 +308,8 @@ impl Usage {
         self.completion += other.completion;
         self.total += other.total;
         self.estimated |= other.estimated;
+        self.cached += other.cached;
+        self.cost_micros += other.cost_micros;
+        self.unpriced |= other.unpriced;
     }
 }

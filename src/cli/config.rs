@@ -39,6 +39,9 @@ struct ConfigFile {
     /// `[mcp_servers.NAME]`, each checked as it is read.
     #[serde(default, deserialize_with = "crate::mcp::config::read_table")]
     mcp_servers: Vec<crate::mcp::config::ServerConfig>,
+    /// `[prices."MODEL"]`: dollars per million tokens.
+    #[serde(default)]
+    prices: std::collections::BTreeMap<String, crate::llm::Price>,
     /// `[web]`: the hosts agents' web_fetch may reach, and `[web.search]`.
     #[serde(default)]
     web: crate::web::WebConfig,
@@ -201,6 +204,10 @@ impl Lookup for Sources {
 
     fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         self.file.mcp_servers.clone()
+    }
+
+    fn prices(&self) -> std::collections::BTreeMap<String, crate::llm::Price> {
+        self.file.prices.clone()
     }
 
     fn web(&self) -> crate::web::WebConfig {

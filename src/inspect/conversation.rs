@@ -38,7 +38,7 @@ impl Render {
             crate::timefmt::format_time(&doc.created_at),
             ended,
             stats.runtime_seconds,
-            crate::text::count(stats.token_usage.total, "token"),
+            stats.token_usage.spent(),
             crate::text::count(stats.files_read, "file"),
             crate::text::count(stats.searches, "search"),
             crate::text::count(stats.commands, "command"),

@@ -26,7 +26,7 @@ pub fn run_text(seen: &SeenRun, render: &Render) -> String {
         t.skipped,
         t.unreviewed,
         count(t.agents, "agent"),
-        count(t.token_usage.total, "token"),
+        t.token_usage.spent(),
         t.runtime_seconds,
         count(run.replans, "replan")
     ));

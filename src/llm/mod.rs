@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod openai;
+mod price;
 pub mod scripted;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::chat::{AgentKey, Message, ToolSpec, Usage};
 
 pub use config::{ModelConfig, build_model};
 pub use openai::ReasoningEcho;
+pub use price::{Price, priced};
 
 #[derive(Debug, Clone)]
 pub struct CompletionRequest {

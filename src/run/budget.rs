@@ -2,8 +2,8 @@
 //! many tokens it may spend. Every token passes through `counting`, the
 //! planner's included, so the total is the endpoint's own count.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 
@@ -18,23 +18,17 @@ pub struct Budget {
     spent: Arc<Spent>,
 }
 
+/// What the run's models spent, tokens and cost together.
 #[derive(Default)]
-struct Spent {
-    prompt: AtomicU64,
-    completion: AtomicU64,
-    total: AtomicU64,
-    estimated: AtomicBool,
-}
+struct Spent(Mutex<Usage>);
 
 impl Spent {
     fn add(&self, usage: Usage) {
-        self.prompt.fetch_add(usage.prompt, Ordering::Relaxed);
-        self.completion
-            .fetch_add(usage.completion, Ordering::Relaxed);
-        self.total.fetch_add(usage.total, Ordering::Relaxed);
-        if usage.estimated {
-            self.estimated.store(true, Ordering::Relaxed);
-        }
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).add(usage);
+    }
+
+    fn get(&self) -> Usage {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -62,7 +56,7 @@ impl Budget {
                 max: self.max_agents,
             });
         }
-        let spent = self.spent.total.load(Ordering::Relaxed);
+        let spent = self.spent.get().total;
         match self.max_tokens {
             Some(max) if spent >= max => Some(Exhausted::Tokens { spent, max }),
             _ => None,
@@ -83,12 +77,7 @@ impl Budget {
     }
 
     pub fn usage(&self) -> Usage {
-        Usage {
-            prompt: self.spent.prompt.load(Ordering::Relaxed),
-            completion: self.spent.completion.load(Ordering::Relaxed),
-            total: self.spent.total.load(Ordering::Relaxed),
-            estimated: self.spent.estimated.load(Ordering::Relaxed),
-        }
+        self.spent.get()
     }
 
     /// `model`, counting every token it spends against this budget.

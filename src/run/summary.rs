@@ -38,7 +38,7 @@ pub fn summary_table(run: &RunRecord) -> String {
         t.skipped,
         t.unreviewed,
         count(t.agents, "agent"),
-        count(t.token_usage.total, "token"),
+        t.token_usage.spent(),
         t.runtime_seconds
     ));
     if t.interrupted > 0 {

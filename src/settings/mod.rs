@@ -37,6 +37,11 @@ pub trait Lookup {
         Vec::new()
     }
 
+    /// `[prices."MODEL"]`: what each model's tokens cost.
+    fn prices(&self) -> std::collections::BTreeMap<String, crate::llm::Price> {
+        std::collections::BTreeMap::new()
+    }
+
     /// The `[web]` table of a config file.
     fn web(&self) -> crate::web::WebConfig {
         crate::web::WebConfig::default()

@@ -322,9 +322,23 @@ impl ModelFlags {
         let api_key = std::env::var(&api_key_env)
             .ok()
             .filter(|key| !key.trim().is_empty());
-        let notice = api_key.is_none().then(|| {
+        let prices = lookup.prices();
+        let price = prices.get(&model).copied();
+        if let Some(price) = price {
+            price
+                .check()
+                .map_err(|e| format!("[prices.\"{model}\"]: {e}"))?;
+        }
+        let unpriced = (price.is_none() && !prices.is_empty()).then(|| {
+            format!("[prices] names no price for {model}: its cost is recorded as unknown")
+        });
+        let keyless = api_key.is_none().then(|| {
             format!("{api_key_env} is not set; sending requests to {base_url} without an API key")
         });
+        let notice = match (keyless, unpriced) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         let echo: Option<ReasoningEchoChoice> =
             pick(self.reasoning_echo, lookup, "TROUPE_REASONING_ECHO")?;
         let reasoning_echo = echo
@@ -350,6 +364,7 @@ impl ModelFlags {
             max_output_tokens: Some(max_output_tokens),
             temperature: r.parsed("TEMPERATURE", self.temperature)?,
             structured: pick(self.structured, lookup, "TROUPE_STRUCTURED")?.unwrap_or_default(),
+            price,
         };
         Ok(RoleModel {
             config: ModelConfig::OpenAi(settings),

@@ -9,6 +9,7 @@
 mod common;
 
 mod background;
+mod cost;
 mod died;
 mod durability;
 mod fake_children;

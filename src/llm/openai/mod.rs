@@ -36,6 +36,8 @@ pub struct OpenAiSettings {
     pub temperature: Option<f32>,
     /// Whether answers that must be JSON are constrained by a schema.
     pub structured: Structured,
+    /// The model's price (`[prices."MODEL"]`), where one is set.
+    pub price: Option<crate::llm::Price>,
 }
 
 /// `--structured`: whether to ask the endpoint for answers that follow a
@@ -304,7 +306,7 @@ impl OpenAiClient {
             .ok_or_else(|| malformed("it has no choices[0].message".to_string()))?
             .into_message(&turn.to_string());
         let usage = match response.usage {
-            Some(usage) => usage.into_usage(),
+            Some(usage) => usage.into_usage(self.settings.price.as_ref()),
             None => {
                 let answer = message.text().len()
                     + message
@@ -312,7 +314,10 @@ impl OpenAiClient {
                         .iter()
                         .map(|c| c.function.arguments.len() + c.function.name.len())
                         .sum::<usize>();
-                Usage::estimate(prompt_chars, answer)
+                crate::llm::priced(
+                    Usage::estimate(prompt_chars, answer),
+                    self.settings.price.as_ref(),
+                )
             }
         };
         Ok(Completion {

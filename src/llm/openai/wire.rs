@@ -184,17 +184,47 @@ pub struct WireUsage {
     pub completion_tokens: Option<u64>,
     #[serde(default)]
     pub total_tokens: Option<u64>,
+    /// OpenAI's (and most others'): `{"cached_tokens": N}`.
+    #[serde(default)]
+    pub prompt_tokens_details: Option<PromptDetails>,
+    /// DeepSeek's.
+    #[serde(default)]
+    pub prompt_cache_hit_tokens: Option<u64>,
+    /// What the provider charged, in dollars (OpenRouter's `usage.cost`).
+    #[serde(default)]
+    pub cost: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PromptDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
 }
 
 impl WireUsage {
-    pub fn into_usage(self) -> Usage {
+    /// The usage, priced: the provider's own cost where it gave one, else
+    /// `price`'s, else unknown.
+    pub fn into_usage(self, price: Option<&crate::llm::Price>) -> Usage {
         let prompt = self.prompt_tokens.unwrap_or(0);
         let completion = self.completion_tokens.unwrap_or(0);
-        Usage {
-            prompt,
-            completion,
+        let cached = (self.prompt_tokens_details.and_then(|d| d.cached_tokens))
+            .or(self.prompt_cache_hit_tokens)
+            .unwrap_or(0)
+            .min(prompt);
+        let usage = Usage {
+            cached,
+            ..Usage::new(prompt, completion)
+        };
+        let usage = Usage {
             total: self.total_tokens.unwrap_or(prompt + completion),
-            estimated: false,
+            ..usage
+        };
+        match self.cost.filter(|c| c.is_finite() && *c >= 0.0) {
+            Some(dollars) => Usage {
+                cost_micros: crate::chat::micros(dollars),
+                ..usage
+            },
+            None => crate::llm::priced(usage, price),
         }
     }
 }
