@@ -74,6 +74,9 @@ pub enum Exhausted {
     Agents { max: u32 },
     /// It spent `spent` tokens of its `max` (`--max-tokens`).
     Tokens { spent: u64, max: u64 },
+    /// It spent `spent_micros` millionths of a dollar of its `max_micros`
+    /// (`--max-cost`).
+    Cost { spent_micros: u64, max_micros: u64 },
 }
 
 impl fmt::Display for Exhausted {
@@ -86,6 +89,15 @@ impl fmt::Display for Exhausted {
             Exhausted::Tokens { spent, max } => write!(
                 f,
                 "the run spent {spent} tokens of its {max} (--max-tokens); no new agent starts"
+            ),
+            Exhausted::Cost {
+                spent_micros,
+                max_micros,
+            } => write!(
+                f,
+                "the run spent ${:.4} of its ${:.2} (--max-cost); no new agent starts",
+                *spent_micros as f64 / 1e6,
+                *max_micros as f64 / 1e6
             ),
         }
     }

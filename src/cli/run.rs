@@ -111,6 +111,12 @@ pub struct TeamArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_tokens: Option<u64>,
 
+    /// US dollars the whole run may spend (the planner's too), by the
+    /// prices in [prices] or the provider's own figures; once reached, no
+    /// new agent starts. Every model the run uses needs a price.
+    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
+    pub max_cost: Option<f64>,
+
     /// Seconds of wall-clock for the whole run; then every agent is
     /// stopped, partial results kept, exit code 124.
     #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = crate::settings::numbers::seconds)]
@@ -220,6 +226,14 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     });
     let [planner, worker, reviewer] = roles;
     let roles = [planner?, worker?, reviewer?];
+    if args.team.max_cost.is_some()
+        && let Some(model) = roles.iter().find_map(|r| r.unpriced())
+    {
+        return Err(UsageError::Said(format!(
+            "--max-cost needs a price for every model the run asks; [prices] names none for {model} (add [prices.\"{model}\"] input and output, in dollars per million tokens, to troupe.toml)"
+        ))
+        .into());
+    }
     let api_key_envs: Vec<String> = roles.iter().map(|r| r.api_key_env.clone()).collect();
     let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();
     notices.dedup();
@@ -256,6 +270,7 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
             accept_unreviewed: args.team.accept_unreviewed,
             max_agents: args.team.max_agents,
             max_tokens: args.team.max_tokens,
+            max_cost: args.team.max_cost,
             deadline: args.team.deadline.map(Duration::from_secs),
             verbose: args.verbose,
             isolation: args.team.isolation,
@@ -379,6 +394,14 @@ impl crate::settings::Lookup for Remembered<'_> {
 
     fn mcp_servers(&self) -> Vec<crate::mcp::config::ServerConfig> {
         self.sources.mcp_servers()
+    }
+
+    fn prices(&self) -> std::collections::BTreeMap<String, crate::llm::Price> {
+        self.sources.prices()
+    }
+
+    fn web(&self) -> crate::web::WebConfig {
+        self.sources.web()
     }
 }
 

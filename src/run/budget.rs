@@ -14,6 +14,8 @@ use crate::signal::Exhausted;
 pub struct Budget {
     max_agents: u32,
     max_tokens: Option<u64>,
+    /// `--max-cost`, in millionths of a dollar.
+    max_cost_micros: Option<u64>,
     agents: AtomicU32,
     spent: Arc<Spent>,
 }
@@ -37,8 +39,17 @@ impl Budget {
         Budget {
             max_agents,
             max_tokens,
+            max_cost_micros: None,
             agents: AtomicU32::new(0),
             spent: Arc::default(),
+        }
+    }
+
+    /// The budget, spending at most `dollars` (`--max-cost`).
+    pub fn costing_at_most(self, dollars: Option<f64>) -> Self {
+        Budget {
+            max_cost_micros: dollars.map(crate::chat::micros),
+            ..self
         }
     }
 
@@ -56,11 +67,19 @@ impl Budget {
                 max: self.max_agents,
             });
         }
-        let spent = self.spent.get().total;
-        match self.max_tokens {
-            Some(max) if spent >= max => Some(Exhausted::Tokens { spent, max }),
-            _ => None,
+        let spent = self.spent.get();
+        if let Some(max) = self.max_tokens.filter(|max| spent.total >= *max) {
+            return Some(Exhausted::Tokens {
+                spent: spent.total,
+                max,
+            });
         }
+        self.max_cost_micros
+            .filter(|max| spent.cost_micros >= *max)
+            .map(|max| Exhausted::Cost {
+                spent_micros: spent.cost_micros,
+                max_micros: max,
+            })
     }
 
     /// Counts one more agent, or says which budget keeps it from starting.

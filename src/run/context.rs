@@ -29,6 +29,9 @@ pub struct TeamSettings {
     pub accept_unreviewed: bool,
     pub max_agents: u32,
     pub max_tokens: Option<u64>,
+    /// Dollars the run may spend (`--max-cost`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
     #[serde(serialize_with = "seconds")]
     pub deadline: Option<Duration>,
     /// How workers share the workspace (`--isolation`).

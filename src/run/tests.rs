@@ -216,6 +216,7 @@ pub(super) fn settings() -> TeamSettings {
         accept_unreviewed: false,
         max_agents: 200,
         max_tokens: None,
+        max_cost: None,
         deadline: None,
         verbose: false,
         isolation: IsolationMode::Shared,

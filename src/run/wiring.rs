@@ -90,6 +90,7 @@ pub(super) async fn run(
         span,
     } = wiring;
     let budget = Budget::new(team.max_agents, team.max_tokens)
+        .costing_at_most(team.max_cost)
         .already_spent(record.totals.agents, record.totals.token_usage);
     let counted = |role: RoleModel| RoleModel {
         model: budget.counting(role.model),

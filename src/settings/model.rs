@@ -153,6 +153,15 @@ pub struct RoleModel {
 }
 
 impl RoleModel {
+    /// Its model's name when it is an endpoint's with no price: what
+    /// `--max-cost` cannot count.
+    pub fn unpriced(&self) -> Option<&str> {
+        match &self.config {
+            ModelConfig::OpenAi(settings) if settings.price.is_none() => Some(&settings.model),
+            _ => None,
+        }
+    }
+
     /// The settings of `role` as the variables that give them back
     /// (`TROUPE_WORKER_MODEL`, ...), for a run's record: the key's
     /// variable by its name only, a script by its absolute path.

@@ -19,6 +19,15 @@ pub fn seconds_or_none(text: &str) -> Result<u64, String> {
     whole(text, 0).map_err(|()| "must be a whole number of seconds (0 or more)".to_string())
 }
 
+/// US dollars, more than 0 (`0.50`, `$2`).
+pub fn dollars(text: &str) -> Result<f64, String> {
+    let amount = text.trim().trim_start_matches('$');
+    match amount.parse::<f64>() {
+        Ok(dollars) if dollars.is_finite() && dollars > 0.0 => Ok(dollars),
+        _ => Err("must be an amount of US dollars above 0, e.g. 2.50".to_string()),
+    }
+}
+
 /// A count, 1 or more.
 pub fn positive<T: TryFrom<u64>>(text: &str) -> Result<T, String> {
     whole(text, 1).map_err(|()| "must be a positive whole number".to_string())

@@ -112,3 +112,79 @@ fn a_price_that_is_not_dollars_is_refused_with_its_model() {
         run.stderr
     );
 }
+
+/// A team run whose planner and reviewer are scripted and whose workers
+/// ask `mock`, under `config`, with `extra` arguments.
+fn team_against(
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    config: &str,
+    extra: &[&str],
+) -> crate::common::Run {
+    let file = sandbox.root().join("troupe.toml");
+    std::fs::write(&file, config).unwrap();
+    let plan = json!({"summary": "two", "steps": [
+        {"id": "a", "description": "do a", "dependencies": []},
+        {"id": "b", "description": "do b", "dependencies": ["a"]},
+    ]});
+    let script = sandbox.script(json!({"rules": [
+        {"role": "planner", "reply": [{"content": plan.to_string()}]},
+        {"role": "reviewer", "reply": [{"content": json!({"approved": true, "summary": "ok", "issues": [], "suggestions": []}).to_string()}]},
+    ]}));
+    let mut command = crate::common::troupe();
+    command
+        .args(["--config", &file.display().to_string()])
+        .args([
+            "run",
+            "two steps",
+            "--isolation",
+            "shared",
+            "--max-replans",
+            "0",
+        ])
+        .arg("--workspace")
+        .arg(sandbox.ws())
+        .args(["--model", "test-model", "--base-url", &mock.url])
+        .args(["--planner-model", &script, "--reviewer-model", &script])
+        .args(extra);
+    crate::common::run(command)
+}
+
+#[test]
+fn a_run_past_its_max_cost_starts_no_new_agent_and_says_so() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start(vec![with_usage(
+        finish_call(),
+        json!({"prompt_tokens": 100, "completion_tokens": 10, "cost": 0.6}),
+    )]);
+    let run = team_against(&sandbox, &mock, PRICED, &["--max-cost", "0.50"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let said = "the run spent $0.6000 of its $0.50 (--max-cost); no new agent starts";
+    assert!(run.stderr.contains(said), "{}", run.stderr);
+    assert_eq!(mock.requests().len(), 1, "b's worker never asked");
+    let record = crate::team::run_dir(&sandbox).join("run.json");
+    let record = crate::common::read_json(&record);
+    assert_eq!(record["settings"]["max_cost"], 0.5);
+    assert!(
+        (cost(&record["totals"]["token_usage"]) - 0.6).abs() < 1e-9,
+        "{record}"
+    );
+    assert!(
+        record["reason"].as_str().unwrap().contains("(--max-cost)"),
+        "{record}"
+    );
+}
+
+#[test]
+fn max_cost_is_refused_for_a_model_without_a_price() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start(vec![]);
+    let run = team_against(&sandbox, &mock, "", &["--max-cost", "2"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--max-cost needs a price for every model the run asks; [prices] names none for test-model"),
+        "{}",
+        run.stderr
+    );
+    assert!(mock.requests().is_empty());
+}
