@@ -347,18 +347,21 @@ impl<'a> Session<'a> {
     }
 
     /// Begins another model turn, unless a limit says the agent must wrap
-    /// up: the turn limit, or the token limit.
+    /// up: the turn limit, the token limit or the cost limit.
     pub fn next_turn(&mut self) -> Option<StopReason> {
         self.turns += 1;
         let limits = &self.task.limits;
         if self.turns > limits.max_turns {
             return Some(StopReason::TurnLimit);
         }
-        let spent = self.calls.stats.tokens();
+        let spent = self.calls.stats.usage();
+        if limits.max_tokens.is_some_and(|max| spent.total >= max) {
+            return Some(StopReason::TokenLimit);
+        }
         limits
-            .max_tokens
-            .is_some_and(|max| spent >= max)
-            .then_some(StopReason::TokenLimit)
+            .max_cost_micros
+            .is_some_and(|max| spent.cost_micros >= max)
+            .then_some(StopReason::CostLimit)
     }
 
     fn push(&mut self, message: Message) -> Result<(), LoopEnd> {

@@ -67,8 +67,8 @@ impl StatsCounter {
         self.model_wait_us.fetch_add(us, Ordering::Relaxed);
     }
 
-    pub fn tokens(&self) -> u64 {
-        self.usage.lock().map(|u| u.total).unwrap_or(0)
+    pub fn usage(&self) -> Usage {
+        self.usage.lock().map(|u| *u).unwrap_or_default()
     }
 
     pub fn snapshot(&self) -> AgentStats {

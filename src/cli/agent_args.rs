@@ -41,6 +41,13 @@ pub struct AgentArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u64>)]
     pub max_agent_tokens: Option<u64>,
 
+    /// US dollars each agent may spend, by [prices] or the provider's own
+    /// figures: there the agent is told to wrap up, and past them, after
+    /// three answers for the wrap-up, it is stopped with stop reason
+    /// cost_limit. Every model an agent asks needs a price.
+    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
+    pub max_agent_cost: Option<f64>,
+
     /// Model turns before an agent must wrap up.
     #[arg(long, value_name = "N", default_value_t = 50, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
     pub max_turns: u32,
@@ -315,6 +322,7 @@ impl AgentArgs {
         AgentLimits {
             max_turns: self.max_turns,
             max_tokens,
+            max_cost_micros: self.max_agent_cost.map(crate::chat::micros),
             command_timeout_seconds: self.command_timeout.max(1),
             max_file_size: Some(self.max_file_size),
             max_command_cpu: (self.max_command_cpu > 0).then_some(self.max_command_cpu),

@@ -226,13 +226,14 @@ pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     });
     let [planner, worker, reviewer] = roles;
     let roles = [planner?, worker?, reviewer?];
-    if args.team.max_cost.is_some()
+    let capped = [
+        ("--max-cost", args.team.max_cost),
+        ("--max-agent-cost", args.agent.max_agent_cost),
+    ];
+    if let Some((flag, _)) = capped.iter().find(|(_, cap)| cap.is_some())
         && let Some(model) = roles.iter().find_map(|r| r.unpriced())
     {
-        return Err(UsageError::Said(format!(
-            "--max-cost needs a price for every model the run asks; [prices] names none for {model} (add [prices.\"{model}\"] input and output, in dollars per million tokens, to troupe.toml)"
-        ))
-        .into());
+        return Err(UsageError::Said(crate::settings::model::needs_price(flag, model)).into());
     }
     let api_key_envs: Vec<String> = roles.iter().map(|r| r.api_key_env.clone()).collect();
     let mut notices: Vec<&String> = roles.iter().filter_map(|r| r.notice.as_ref()).collect();

@@ -167,6 +167,15 @@ impl Setup {
             .model
             .resolve_single(Actor::Worker, sources)
             .map_err(UsageError::Said)?;
+        if args.agent.max_agent_cost.is_some()
+            && let Some(model) = role.unpriced()
+        {
+            return Err(UsageError::Said(crate::settings::model::needs_price(
+                "--max-agent-cost",
+                model,
+            ))
+            .into());
+        }
         let workspace = super::workspace::open_workspace(&args.workspace)?;
         let results = workspace.join(crate::protocol::RESULTS_DIR);
         let mut settings = args.agent.settings(

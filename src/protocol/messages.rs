@@ -197,6 +197,8 @@ pub enum StopReason {
     Stagnation,
     TurnLimit,
     TokenLimit,
+    /// It spent its `--max-agent-cost`.
+    CostLimit,
     /// Its answers were cut at the output limit again and again.
     OutputLimit,
 }
@@ -209,6 +211,7 @@ impl StopReason {
             StopReason::Stagnation => "repeated the same tool call three times",
             StopReason::TurnLimit => "reached its turn limit",
             StopReason::TokenLimit => "reached its token limit",
+            StopReason::CostLimit => "reached its cost limit",
             StopReason::OutputLimit => "kept giving answers longer than its output limit",
         }
     }

@@ -219,6 +219,10 @@ pub struct AgentLimits {
     pub max_turns: u32,
     /// Total tokens before the agent must wrap up; `None` for no limit.
     pub max_tokens: Option<u64>,
+    /// Millionths of a dollar before the agent must wrap up
+    /// (`--max-agent-cost`); `None` for no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_micros: Option<u64>,
     /// Default timeout of one `run_command`, which the model may lower or
     /// raise up to `max_command_timeout_seconds`.
     pub command_timeout_seconds: u64,
@@ -261,6 +265,7 @@ impl Default for AgentLimits {
         AgentLimits {
             max_turns: 50,
             max_tokens: None,
+            max_cost_micros: None,
             command_timeout_seconds: 120,
             max_command_timeout_seconds: 3600,
             max_file_size: None,

@@ -140,6 +140,13 @@ impl RoleFlags {
     }
 }
 
+/// Why a cap in money (`flag`) cannot hold for `model`.
+pub fn needs_price(flag: &str, model: &str) -> String {
+    format!(
+        "{flag} needs a price for every model it caps; [prices] names none for {model} (add [prices.\"{model}\"] input and output, in dollars per million tokens, to troupe.toml)"
+    )
+}
+
 /// One role's model, resolved.
 #[derive(Debug, Clone)]
 pub struct RoleModel {

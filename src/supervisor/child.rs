@@ -41,6 +41,9 @@ pub struct ChildRun<'a> {
     /// The tokens the child may spend (`--max-agent-tokens`): past them,
     /// three more answers for its wrap-up, and then it is stopped.
     pub max_tokens: Option<u64>,
+    /// The millionths of a dollar it may spend (`--max-agent-cost`), held
+    /// as its tokens are.
+    pub max_cost_micros: Option<u64>,
     /// The built-in tools it may call, when its step's powers name them.
     pub tools: Option<Vec<String>>,
     /// The MCP servers troupe reaches for it that its task file offered

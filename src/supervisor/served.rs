@@ -319,11 +319,19 @@ impl<'r, 'a> Served<'r, 'a> {
         if self.requests > self.run.max_requests {
             return Err(Violation::TooManyRequests(self.run.max_requests));
         }
-        if let Some(cap) = self.run.max_tokens.filter(|cap| self.usage.total >= *cap) {
+        let tokens = self.run.max_tokens.filter(|cap| self.usage.total >= *cap);
+        let cost = (self.run.max_cost_micros).filter(|cap| self.usage.cost_micros >= *cap);
+        if tokens.is_some() || cost.is_some() {
             self.past_cap += 1;
-            if self.past_cap > WRAP_UP_ANSWERS {
+        }
+        if self.past_cap > WRAP_UP_ANSWERS {
+            if let Some(cap) = tokens {
                 self.stop_reason = Some(StopReason::TokenLimit);
                 return Err(Violation::PastTokenCap(cap));
+            }
+            if let Some(cap) = cost {
+                self.stop_reason = Some(StopReason::CostLimit);
+                return Err(Violation::PastCostCap(cap as f64 / 1e6));
             }
         }
         if self.pending.len() >= MAX_PENDING_REQUESTS {

@@ -266,6 +266,7 @@ pub async fn run_prepared(
         role: task.role,
         max_requests: task.limits.max_requests(),
         max_tokens: task.limits.max_tokens,
+        max_cost_micros: task.limits.max_cost_micros,
         tools: task.tools.clone(),
         mcp_servers: task.mcp_remote.iter().map(|t| t.server.clone()).collect(),
         model,

@@ -29,6 +29,10 @@ pub enum Violation {
         "the agent asked for more model answers after it had spent its {0} tokens (--max-agent-tokens) than the three of a wrap-up"
     )]
     PastTokenCap(u64),
+    #[error(
+        "the agent asked for more model answers after it had spent its ${0:.2} (--max-agent-cost) than the three of a wrap-up"
+    )]
+    PastCostCap(f64),
     #[error("the agent says it ran `{0}`, which its step's powers do not give it")]
     NotItsTool(String),
 

@@ -182,9 +182,62 @@ fn max_cost_is_refused_for_a_model_without_a_price() {
     let run = team_against(&sandbox, &mock, "", &["--max-cost", "2"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
-        run.stderr.contains("--max-cost needs a price for every model the run asks; [prices] names none for test-model"),
+        run.stderr.contains(
+            "--max-cost needs a price for every model it caps; [prices] names none for test-model"
+        ),
         "{}",
         run.stderr
     );
     assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn an_agent_past_its_max_agent_cost_wraps_up_with_stop_reason_cost_limit() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.root().join("troupe.toml");
+    std::fs::write(&file, PRICED).unwrap();
+    let mock = MockModel::start(vec![
+        with_usage(
+            write_call(json!({"path": "a.txt", "content": "hi"})),
+            json!({"prompt_tokens": 100, "completion_tokens": 10, "cost": 0.6}),
+        ),
+        with_usage(
+            json!({"role": "assistant", "content": "I wrote a.txt and stopped there."}),
+            json!({"prompt_tokens": 120, "completion_tokens": 12, "cost": 0.01}),
+        ),
+    ]);
+    let config = file.display().to_string();
+    let run = spawn_against(
+        &sandbox,
+        &mock,
+        &["--config", &config, "--max-agent-cost", "0.5"],
+    );
+    let result = run.json();
+    assert_eq!(
+        result["stop_reason"], "cost_limit",
+        "{result}\n{}",
+        run.stderr
+    );
+    assert_eq!(result["result_summary"], "I wrote a.txt and stopped there.");
+    assert_eq!(mock.requests().len(), 2, "the work, then the wrap-up");
+    assert!((cost(&result["stats"]["token_usage"]) - 0.61).abs() < 1e-9);
+    let task = crate::common::read_json(
+        &sandbox
+            .ws()
+            .join("sub_agent_results/agent_7/.subagent/task.json"),
+    );
+    assert_eq!(task["limits"]["max_cost_micros"], 500_000);
+}
+
+#[test]
+fn max_agent_cost_is_refused_for_a_model_without_a_price() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start(vec![]);
+    let run = spawn_against(&sandbox, &mock, &["--max-agent-cost", "1"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--max-agent-cost needs a price for every model it caps; [prices] names none for test-model"),
+        "{}",
+        run.stderr
+    );
 }
