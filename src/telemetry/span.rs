@@ -133,10 +133,17 @@ impl Span {
         });
     }
 
-    /// The tokens of `usage`, as the GenAI conventions name them.
+    /// The tokens of `usage`, as the GenAI conventions name them, and
+    /// troupe's count of the cached ones and of the cost, where known.
     pub fn tokens(&self, usage: crate::chat::Usage) {
         self.set("gen_ai.usage.input_tokens", usage.prompt as i64);
         self.set("gen_ai.usage.output_tokens", usage.completion as i64);
+        if usage.cached > 0 {
+            self.set("troupe.usage.cached_tokens", usage.cached as i64);
+        }
+        if let Some(dollars) = usage.cost() {
+            self.set("troupe.usage.cost_usd", dollars);
+        }
     }
 
     /// The span's work failed, for this reason.

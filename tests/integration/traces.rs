@@ -194,6 +194,8 @@ fn a_run_is_one_trace_from_its_plan_to_each_command() {
     assert_eq!(tokens, [120, 200], "each answer's own count");
     assert_eq!(int(worker, "gen_ai.usage.input_tokens"), 320);
     assert_eq!(int(worker, "gen_ai.usage.output_tokens"), 40);
+    // The scripted model costs nothing, and says so.
+    assert_eq!(worker["attributes"]["troupe.usage.cost_usd"], 0.0);
 
     // The command ran in its call's span, and said so.
     let call = child(&spans, worker, "execute_tool run_command");
