@@ -279,7 +279,7 @@ impl Usage {
         }
     }
 
-    /// "1,234 tokens", with ", $0.0123" when they cost a known amount.
+    /// "1234 tokens", with ", $0.0123" when they cost a known amount.
     pub fn spent(&self) -> String {
         let tokens = crate::text::count(self.total, "token");
         match self.cost() {

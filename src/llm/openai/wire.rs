@@ -213,11 +213,8 @@ impl WireUsage {
             .min(prompt);
         let usage = Usage {
             cached,
-            ..Usage::new(prompt, completion)
-        };
-        let usage = Usage {
             total: self.total_tokens.unwrap_or(prompt + completion),
-            ..usage
+            ..Usage::new(prompt, completion)
         };
         match self.cost.filter(|c| c.is_finite() && *c >= 0.0) {
             Some(dollars) => Usage {
