@@ -288,6 +288,12 @@ impl Usage {
         }
     }
 
+    /// The cost as a table cell: "$0.0123", or "-" when unknown.
+    pub fn dollars(&self) -> String {
+        self.cost()
+            .map_or_else(|| "-".to_string(), |dollars| format!("${dollars:.4}"))
+    }
+
     /// The cost in dollars, `None` when some of it is unknown.
     pub fn cost(&self) -> Option<f64> {
         (!self.unpriced).then(|| self.cost_micros as f64 / 1e6)

@@ -292,7 +292,7 @@ fn table(agents: &[Seen]) -> String {
     if agents.is_empty() {
         return "no agents\n".to_string();
     }
-    let rows: Vec<[String; 7]> = agents
+    let rows: Vec<[String; 8]> = agents
         .iter()
         .map(|a| {
             [
@@ -302,6 +302,8 @@ fn table(agents: &[Seen]) -> String {
                 a.files_read.to_string(),
                 a.commands.to_string(),
                 a.token_usage["total"].as_u64().unwrap_or(0).to_string(),
+                serde_json::from_value::<crate::chat::Usage>(a.token_usage.clone())
+                    .map_or_else(|_| "-".to_string(), |usage| usage.dollars()),
                 match a.last_action_seconds {
                     Some(secs) => {
                         format!("{} ({secs} s)", crate::text::excerpt(&a.last_action, 52))
@@ -318,6 +320,7 @@ fn table(agents: &[Seen]) -> String {
         "read",
         "commands",
         "tokens",
+        "cost",
         "last action",
     ];
     crate::text::columns("", header, &rows)

@@ -42,7 +42,7 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
         painter: Painter::for_stdout(),
         full: false,
     };
-    let rows: Vec<[String; 7]> = runs
+    let rows: Vec<[String; 8]> = runs
         .iter()
         .map(|seen| {
             let run = &seen.record;
@@ -53,13 +53,14 @@ pub fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
                 format!("{}/{}", t.completed, t.steps),
                 t.agents.to_string(),
                 t.token_usage.total.to_string(),
+                t.token_usage.dollars(),
                 format!("{:.1} s", t.runtime_seconds),
                 excerpt(&run.goal.replace('\n', " "), 60),
             ]
         })
         .collect();
     let header = [
-        "run", "status", "steps", "agents", "tokens", "duration", "goal",
+        "run", "status", "steps", "agents", "tokens", "cost", "duration", "goal",
     ];
     crate::console::out(&columns("", header, &rows));
     let mut notes: Vec<String> = runs

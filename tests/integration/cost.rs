@@ -22,7 +22,7 @@ fn with_usage(message: Value, usage: Value) -> MockResponse {
 
 /// A two-turn agent whose turns report `first` and `second`, under the
 /// config file `config`; its result's token usage, what troupe said, and
-/// what `troupe show` says of it.
+/// what `troupe show` and `troupe status` say of it.
 fn spent(first: Value, second: Value, config: &str) -> (Value, String, String) {
     let sandbox = Sandbox::new();
     let file = sandbox.root().join("troupe.toml");
@@ -34,11 +34,9 @@ fn spent(first: Value, second: Value, config: &str) -> (Value, String, String) {
     let run = spawn_against(&sandbox, &mock, &["--config", &file.display().to_string()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let show = crate::common::cli(&sandbox, &["show", "7"]);
-    (
-        run.json()["stats"]["token_usage"].clone(),
-        run.stderr,
-        show.stdout,
-    )
+    let status = crate::common::cli(&sandbox, &["status"]);
+    let seen = format!("{}{}", show.stdout, status.stdout);
+    (run.json()["stats"]["token_usage"].clone(), run.stderr, seen)
 }
 
 const PRICED: &str = "[prices.\"test-model\"]\ninput = 2.0\noutput = 8.0\ncached_input = 0.5\n";
@@ -70,6 +68,11 @@ fn a_priced_model_costs_its_tokens_with_cached_ones_at_their_rate() {
         "{usage}: {expected}"
     );
     assert!(show.contains("3150 tokens, $0.0043"), "{show}");
+    let row = show
+        .lines()
+        .find(|l| l.starts_with("7 "))
+        .unwrap_or_default();
+    assert!(row.contains("3150") && row.contains("$0.0043"), "{show}");
 }
 
 #[test]
@@ -173,6 +176,8 @@ fn a_run_past_its_max_cost_starts_no_new_agent_and_says_so() {
         record["reason"].as_str().unwrap().contains("(--max-cost)"),
         "{record}"
     );
+    let runs = crate::common::cli(&sandbox, &["runs"]);
+    assert!(runs.stdout.contains("$0.6000"), "{}", runs.stdout);
 }
 
 #[test]
