@@ -62,13 +62,17 @@ pub fn agent_text(id: &str, result: &Value) -> String {
         .unwrap_or(0.0);
     let summary = text("summary");
     let status = text("status");
+    let spent =
+        serde_json::from_value::<crate::chat::Usage>(result["stats"]["token_usage"].clone())
+            .map(|usage| usage.spent())
+            .unwrap_or_else(|_| "no tokens".to_string());
     let outcome = match text("result_summary") {
         done if !done.is_empty() => done,
         _ => text("message"),
     };
     format!(
         "Sub-agent {id} ({summary}) ended: {status}.\n\
-         Runtime: {runtime} s; read {} files, searched {} times, viewed {} web pages, ran {} commands.\n\
+         Runtime: {runtime} s; read {} files, searched {} times, viewed {} web pages, ran {} commands; spent {spent}.\n\
          Deliverables: {}\n\
          Result: {outcome}",
         count("files_read"),

@@ -190,6 +190,9 @@ fn notices(transport: Transport) {
     for part in [
         "Sub-agent 1 (noticed later) ended: completed.",
         "Runtime:",
+        // The scripted model costs nothing, and no cost is said.
+        " tokens.\nDeliverables",
+        "; spent ",
         "Deliverables: sub_agent_results/agent_1",
         "Result: wrote greeting-1.txt",
     ] {
