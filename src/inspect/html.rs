@@ -46,7 +46,7 @@ pub fn report(seen: &SeenRun) -> String {
         skipped = t.skipped,
         unreviewed = t.unreviewed,
         agents = count(t.agents, "agent"),
-        tokens = count(t.token_usage.total, "token"),
+        tokens = t.token_usage.spent(),
         secs = t.runtime_seconds,
         replans = count(run.replans, "replan"),
     );
