@@ -92,6 +92,10 @@ struct ScriptedUsage {
     prompt: u64,
     #[serde(default)]
     completion: u64,
+    /// What the answer cost, in dollars, as a provider that reports its
+    /// own cost says it: nothing unless set.
+    #[serde(default)]
+    cost: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +236,10 @@ impl ScriptedModel {
         let usage = reply
             .usage
             .as_ref()
-            .map(|u| Usage::new(u.prompt, u.completion))
+            .map(|u| Usage {
+                cost_micros: crate::chat::micros(u.cost),
+                ..Usage::new(u.prompt, u.completion)
+            })
             .unwrap_or_default();
         Ok(Completion {
             truncated: reply.finish_reason.as_deref() == Some("length"),

@@ -193,10 +193,10 @@ pub async fn serve(mut command: Command, run: ChildRun<'_>) -> ChildOutcome {
                     CancelReason::ProtocolError,
                 )
                 .await;
-            // Past its token cap, an agent has failed as one that spent
-            // its tokens, whatever it did after.
+            // Past its token or cost cap, an agent has failed as one that
+            // spent them, whatever it did after.
             let status = match e {
-                Violation::PastTokenCap(_) => AgentStatus::Failed,
+                Violation::PastTokenCap(_) | Violation::PastCostCap(_) => AgentStatus::Failed,
                 _ => AgentStatus::Error,
             };
             (status, Some(why))

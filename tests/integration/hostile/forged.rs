@@ -20,7 +20,7 @@ fn ask(id: u32) -> String {
 fn fake_spawn(sandbox: &Sandbox, body: &str, extra: &[&str]) -> Run {
     let child = sandbox.executable("fake-agent", body);
     let model = sandbox.script(json!({"rules": [{"reply": [
-        {"content": "thinking", "usage": {"prompt": 7, "completion": 3}}
+        {"content": "thinking", "usage": {"prompt": 7, "completion": 3, "cost": 0.1}}
     ]}]}));
     let mut args = vec!["--agent-bin", child.to_str().unwrap(), "--kill-grace", "1"];
     args.extend_from_slice(extra);
@@ -124,6 +124,28 @@ fn a_child_that_asks_on_past_its_token_cap_is_stopped_with_token_limit() {
         "two answers reach the cap, three more are the wrap-up"
     );
     assert_eq!(sandbox.transcript(1)["status"], "failed");
+}
+
+#[test]
+fn a_child_that_asks_on_past_its_cost_cap_is_stopped_with_cost_limit() {
+    let sandbox = Sandbox::new();
+    let asks: Vec<String> = (1..=7).map(ask).collect();
+    let body = format!("{HELLO}\n{}\nsleep 300", asks.join("\n"));
+    let run = fake_spawn(&sandbox, &body, &["--max-agent-cost", "0.15"]);
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    let result = run.json();
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["stop_reason"], "cost_limit", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("after it had spent its $0.15 (--max-agent-cost)"),
+        "{error}"
+    );
+    let cost = result["stats"]["token_usage"]["cost"].as_f64().unwrap();
+    assert!(
+        (cost - 0.5).abs() < 1e-9,
+        "two answers reach the cap, three more are the wrap-up: {result}"
+    );
 }
 
 #[test]
