@@ -86,6 +86,9 @@ pub(super) struct Served<'r, 'a> {
     /// it asked for.
     pub(super) web_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
     web_calls: u32,
+    /// The pages troupe was asked to fetch for it: its `web_pages`, the
+    /// parent's count as its tokens are.
+    web_pages: u64,
     /// The spans of the tool calls reported and not yet ended, by call id.
     tool_spans: HashMap<String, Span>,
     /// The `tool_call` lines read so far, whose count names each call's
@@ -127,6 +130,7 @@ impl<'r, 'a> Served<'r, 'a> {
             mcp_pending: JoinSet::new(),
             web_pending: JoinSet::new(),
             web_calls: 0,
+            web_pages: 0,
             tool_spans: HashMap::new(),
             tool_calls_reported: 0,
             retries: mpsc::unbounded_channel(),
@@ -409,6 +413,7 @@ impl<'r, 'a> Served<'r, 'a> {
             return Err(Violation::Flood);
         }
         self.web_calls += 1;
+        self.web_pages += u64::from(tool == "web_fetch");
         let spent = self.web_calls > crate::web::CALLS_PER_AGENT;
         let web = self.run.web.clone();
         let span = self.run.span.child(tool.clone()).client();
@@ -488,13 +493,14 @@ impl<'r, 'a> Served<'r, 'a> {
     }
 
     /// The child's latest counters; the sandbox it reported at `hello`
-    /// stays when a later `stats` leaves it out, and the tokens are the
-    /// parent's count.
+    /// stays when a later `stats` leaves it out, and the tokens and web
+    /// pages are the parent's count.
     fn keep_stats(&mut self, mut stats: AgentStats) {
         if stats.sandbox.is_none() {
             stats.sandbox = self.child_stats.sandbox.take();
         }
         stats.token_usage = self.usage;
+        stats.web_pages = self.web_pages;
         self.child_stats = stats;
         self.run.events.event(
             self.run.name,
@@ -598,6 +604,7 @@ impl<'r, 'a> Served<'r, 'a> {
         let mut stats = self.child_stats.clone();
         stats.runtime_seconds = round_seconds(started.elapsed().as_secs_f64());
         stats.token_usage = self.usage;
+        stats.web_pages = self.web_pages;
         let detail = match (&error, &self.finish) {
             (Some(error), _) => error.as_str(),
             (None, Some(finish)) => finish.summary.as_str(),

@@ -424,24 +424,22 @@ fn web_search_asks_a_searxng_endpoint_and_counts() {
     );
 }
 
-#[test]
-fn a_brave_key_goes_to_brave_alone_and_never_into_a_record() {
-    let key = "brave-key-5f1e9c0d7a";
-    let answer = json!({"web": {"results": [{"title": "Tides", "url": "https://example.org/t", "description": "Sea levels."}]}});
-    let server = Server::start(vec![(
-        "/res/v1/web/search",
-        page("application/json", answer.to_string()),
-    )]);
+/// A one-step run whose worker searches "tides" through the `kind`
+/// backend at `path` of `server`, its key `key` in the variable
+/// `TEST_SEARCH_KEY`; the run.
+fn keyed_search(
+    server: &Server,
+    kind: &str,
+    path: &str,
+    key: &str,
+) -> (Sandbox, crate::team::TeamRun) {
     let sandbox = Sandbox::new();
     let config = sandbox.root().join("troupe.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[web.search]\nkind = \"brave\"\nurl = \"{}\"\napi_key_env = \"TEST_BRAVE_KEY\"\n",
-            server.url("/res/v1/web/search")
-        ),
-    )
-    .unwrap();
+    let table = format!(
+        "[web.search]\nkind = \"{kind}\"\nurl = \"{}\"\napi_key_env = \"TEST_SEARCH_KEY\"\n",
+        server.url(path)
+    );
+    std::fs::write(&config, table).unwrap();
     let rules = vec![
         planner(json!([step("read", &[])])),
         worker_rule("read", vec![search("tides"), finish()]),
@@ -452,9 +450,19 @@ fn a_brave_key_goes_to_brave_alone_and_never_into_a_record() {
         rules,
         &with(&["--config", &config.display().to_string()]),
     );
-    command.env("TEST_BRAVE_KEY", key);
+    command.env("TEST_SEARCH_KEY", key);
     let team = finish_team_run(&sandbox, command);
     assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    (sandbox, team)
+}
+
+#[test]
+fn a_brave_key_goes_to_brave_alone_and_never_into_a_record() {
+    let key = "brave-key-5f1e9c0d7a";
+    let answer = json!({"web": {"results": [{"title": "Tides", "url": "https://example.org/t", "description": "Sea levels."}]}});
+    let path = "/res/v1/web/search";
+    let server = Server::start(vec![(path, page("application/json", answer.to_string()))]);
+    let (_sandbox, team) = keyed_search(&server, "brave", path, key);
     let outputs = said(&team.dir.join("read/worker-1"));
     assert!(
         outputs[0].contains("1. Tides\n   https://example.org/t\n   Sea levels."),
@@ -626,26 +634,7 @@ fn a_tavily_backend_is_asked_with_its_key_as_a_bearer_token() {
         "/search",
         page("application/json", answer.to_string()),
     )]);
-    let sandbox = Sandbox::new();
-    let config = sandbox.root().join("troupe.toml");
-    let table = format!(
-        "[web.search]\nkind = \"tavily\"\nurl = \"{}\"\napi_key_env = \"TEST_TAVILY_KEY\"\n",
-        server.url("/search")
-    );
-    std::fs::write(&config, table).unwrap();
-    let rules = vec![
-        planner(json!([step("read", &[])])),
-        worker_rule("read", vec![search("tides"), finish()]),
-        approving_reviewer(),
-    ];
-    let mut command = team_command(
-        &sandbox,
-        rules,
-        &with(&["--config", &config.display().to_string()]),
-    );
-    command.env("TEST_TAVILY_KEY", "tvly-test-key");
-    let team = finish_team_run(&sandbox, command);
-    assert_eq!(team.run.code, 0, "{}", team.run.stderr);
+    let (_sandbox, team) = keyed_search(&server, "tavily", "/search", "tvly-test-key");
     let outputs = said(&team.dir.join("read/worker-1"));
     assert!(
         outputs[0].contains("1. Tides\n   https://example.org/t"),
