@@ -23,6 +23,8 @@ mod collector;
 mod endpoint;
 #[path = "support/mcp_host.rs"]
 mod mcp_host;
+#[path = "../tests/common/rate_limited.rs"]
+mod rate_limited;
 
 const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
 const AGENT: &str = env!("CARGO_BIN_EXE_troupe-agent");
@@ -94,7 +96,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 15] = [
+    let scenarios: [(&str, Scenario); 16] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -110,6 +112,7 @@ fn main() {
         ("traces", trace_export),
         ("mcp", mcp_round_trip),
         ("broker", broker),
+        ("rate", rate_limit),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -435,6 +438,75 @@ fn broker(bench: &mut Bench) {
             "ms",
             "",
             per_request / 1000.0,
+        );
+    }
+}
+
+/// Scenario 16: 50 independent steps (20 in the quick form) against an
+/// endpoint on 127.0.0.1 that allows 10 requests a second, answers after
+/// the model latency and sends a 429 with `Retry-After` past the limit,
+/// with this commit's troupe and the baseline's in one run: the share of
+/// requests that met a 429, and the makespan over what the limit alone
+/// allows (every request answered with a completion, at 10 a second).
+fn rate_limit(bench: &mut Bench) {
+    const S: &str = "16. rate limit";
+    const LIMIT: u64 = 10;
+    let steps = if bench.quick { 20 } else { 50 };
+    let plan = json!({"summary": "rate", "steps": (0..steps)
+        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
+        .collect::<Vec<_>>()});
+    let mut binaries = vec![("this commit", TROUPE.to_string())];
+    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
+    for (label, troupe) in binaries {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).expect("the workspace");
+        std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("the plan");
+        let endpoint =
+            rate_limited::RateLimited::start(LIMIT, Duration::from_millis(model_latency()));
+        let started = Instant::now();
+        let status = Command::new(&troupe)
+            .args(["run", "--plan"])
+            .arg(dir.path().join("plan.json"))
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--model", "bench-model", "--base-url", &endpoint.url])
+            .args([
+                "--isolation",
+                "shared",
+                "--max-parallel",
+                &steps.to_string(),
+            ])
+            .args(["--max-replans", "0", "--api-key-env", "TROUPE_BENCH_NO_KEY"])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("start troupe");
+        let wall = started.elapsed();
+        let counts = endpoint.counts();
+        let ideal = (counts.answered - counts.limited) as f64 / LIMIT as f64;
+        bench.record(
+            S,
+            &format!("requests that met a 429, {label}"),
+            "%",
+            "<= 5",
+            100.0 * counts.limited as f64 / counts.answered.max(1) as f64,
+        );
+        bench.record(
+            S,
+            &format!("makespan over the limit's own time, {label}"),
+            "x",
+            "<= 1.2",
+            wall.as_secs_f64() / ideal.max(0.001),
+        );
+        bench.record(
+            S,
+            &format!("the run succeeded, {label}"),
+            "1 = yes",
+            "",
+            f64::from(u8::from(status.success())),
         );
     }
 }

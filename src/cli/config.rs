@@ -32,6 +32,8 @@ struct ConfigFile {
     temperature: Option<f32>,
     context_window: Option<u32>,
     structured: Option<String>,
+    max_requests_per_minute: Option<u32>,
+    max_tokens_per_minute: Option<u32>,
     otlp_endpoint: Option<String>,
     /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
     #[serde(default)]
@@ -137,6 +139,12 @@ impl Sources {
             "TROUPE_TEMPERATURE" => ("temperature", text(f.temperature)),
             "TROUPE_CONTEXT_WINDOW" => ("context_window", text(f.context_window)),
             "TROUPE_STRUCTURED" => ("structured", f.structured.clone()),
+            "TROUPE_MAX_REQUESTS_PER_MINUTE" => {
+                ("max_requests_per_minute", text(f.max_requests_per_minute))
+            }
+            "TROUPE_MAX_TOKENS_PER_MINUTE" => {
+                ("max_tokens_per_minute", text(f.max_tokens_per_minute))
+            }
             "TROUPE_OTLP_ENDPOINT" => ("otlp_endpoint", f.otlp_endpoint.clone()),
             _ => return self.role_value(env),
         };

@@ -91,17 +91,11 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         (None, Some(file)) => super::text_file::read(file, "the goal file")?,
         (None, None) => return Err(UsageError::Said("give the goal or --goal-file".into()).into()),
     };
-    let retries = crate::llm::RetryObserver(std::sync::Arc::new(|retry: &crate::llm::Retrying| {
-        crate::tell!(
-            "troupe: planner | model: {}, retrying in {:.1} s ({} of {})",
-            retry.reason,
-            retry.wait.as_secs_f64(),
-            retry.attempt + 1,
-            retry.of
-        );
+    let delays = crate::llm::DelayObserver(std::sync::Arc::new(|delay: &crate::llm::Delay| {
+        crate::tell!("troupe: planner | {delay}");
     }));
     let prompts = crate::prompts::Prompts::read(prompts_dir.as_deref()).map_err(UsageError::of)?;
-    let mut planner = Planner::new(model, prompts, None).with_retries(retries);
+    let mut planner = Planner::new(model, prompts, None).with_delays(delays);
     let plan = match planner.plan(goal.trim()).await {
         Ok(plan) => plan,
         Err(PlanFailure::NoAnswer(why)) => {

@@ -30,8 +30,9 @@ pub struct CompletionRequest {
     /// A JSON Schema the answer should follow, where the endpoint can
     /// constrain it (`response_format`); the answer is still checked.
     pub schema: Option<serde_json::Value>,
-    /// Told of each retry, so that a person sees a model that struggles.
-    pub on_retry: Option<RetryObserver>,
+    /// Told of each retry and each wait for a rate limit, so that a
+    /// person sees a model that struggles.
+    pub on_delay: Option<DelayObserver>,
 }
 
 impl CompletionRequest {
@@ -41,7 +42,7 @@ impl CompletionRequest {
             messages,
             tools,
             schema: None,
-            on_retry: None,
+            on_delay: None,
         }
     }
 }
@@ -67,13 +68,54 @@ pub struct Retrying {
     pub wait: Duration,
 }
 
-/// What is told of every retry.
-#[derive(Clone)]
-pub struct RetryObserver(pub Arc<dyn Fn(&Retrying) + Send + Sync>);
+/// A model request held back by the endpoint's rate limits, or the
+/// user's, as the wait begins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    /// What it waits for, in words.
+    pub reason: String,
+    /// How long, where that is known; else until a request in flight ends.
+    pub wait: Option<Duration>,
+}
 
-impl std::fmt::Debug for RetryObserver {
+/// Why a model request is not answered yet, beyond the model's own time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delay {
+    Retry(Retrying),
+    Wait(Waiting),
+}
+
+impl std::fmt::Display for Delay {
+    /// The words of a progress line: `model: 503, retrying in 1.0 s (2 of
+    /// 5)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RetryObserver")
+        match self {
+            Delay::Retry(retry) => write!(
+                f,
+                "model: {}, retrying in {:.1} s ({} of {})",
+                retry.reason,
+                retry.wait.as_secs_f64(),
+                retry.attempt + 1,
+                retry.of
+            ),
+            Delay::Wait(Waiting {
+                reason,
+                wait: Some(wait),
+            }) => write!(f, "model: waiting {:.1} s for {reason}", wait.as_secs_f64()),
+            Delay::Wait(Waiting { reason, wait: None }) => {
+                write!(f, "model: waiting for {reason}")
+            }
+        }
+    }
+}
+
+/// What is told of every delay.
+#[derive(Clone)]
+pub struct DelayObserver(pub Arc<dyn Fn(&Delay) + Send + Sync>);
+
+impl std::fmt::Debug for DelayObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DelayObserver")
     }
 }
 

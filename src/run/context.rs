@@ -129,7 +129,8 @@ impl RunContext {
 /// Agent-level progress during a run: every line with `--verbose`,
 /// otherwise only warnings, and what the sandbox could not enforce once
 /// per run rather than once per agent, so parallel steps stay readable.
-/// A retry of a model request is a run event (`llm_retry`), with its line.
+/// A retry of a model request, or its wait for a rate limit, is a run
+/// event (`llm_retry`, `llm_wait`), with its line.
 pub struct AgentLines {
     pub progress: Progress,
     pub verbose: bool,
@@ -154,8 +155,8 @@ impl AgentLines {
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
         self.liveness.saw(agent, &event);
-        if let AgentEvent::ModelRetry { retry } = &event {
-            self.log.event(&RunEvent::retry(agent, retry));
+        if let AgentEvent::ModelDelayed { delay } = &event {
+            self.log.event(&RunEvent::delay(agent, delay));
             return;
         }
         let show = match &event {

@@ -223,6 +223,14 @@ pub enum RunEvent {
         reason: String,
         wait_seconds: f64,
     },
+    /// A model request waits for the endpoint's rate limits or the user's
+    /// (`--max-requests-per-minute`): for `wait_seconds`, or, when that is
+    /// null, until a request in flight ends.
+    LlmWait {
+        agent: String,
+        reason: String,
+        wait_seconds: Option<f64>,
+    },
     RunFinished {
         status: RunStatus,
         exit_code: u8,
@@ -284,7 +292,8 @@ impl RunEvent {
             | RunEvent::Replanning { .. }
             | RunEvent::Interrupted { .. }
             | RunEvent::LimitReached { .. }
-            | RunEvent::LlmRetry { .. } => Some("33"),
+            | RunEvent::LlmRetry { .. }
+            | RunEvent::LlmWait { .. } => Some("33"),
             RunEvent::WorkerFinished { status, .. } if *status != AgentStatus::Completed => {
                 Some("31")
             }
@@ -292,14 +301,23 @@ impl RunEvent {
         }
     }
 
-    /// The retry of a model request of `agent`.
-    pub fn retry(agent: &str, retry: &crate::llm::Retrying) -> Self {
-        RunEvent::LlmRetry {
-            agent: agent.to_string(),
-            attempt: retry.attempt + 1,
-            of: retry.of,
-            reason: retry.reason.clone(),
-            wait_seconds: crate::protocol::round_seconds(retry.wait.as_secs_f64()),
+    /// The retry of a model request of `agent`, or its wait.
+    pub fn delay(agent: &str, delay: &crate::llm::Delay) -> Self {
+        let seconds =
+            |wait: std::time::Duration| crate::protocol::round_seconds(wait.as_secs_f64());
+        match delay {
+            crate::llm::Delay::Retry(retry) => RunEvent::LlmRetry {
+                agent: agent.to_string(),
+                attempt: retry.attempt + 1,
+                of: retry.of,
+                reason: retry.reason.clone(),
+                wait_seconds: seconds(retry.wait),
+            },
+            crate::llm::Delay::Wait(wait) => RunEvent::LlmWait {
+                agent: agent.to_string(),
+                reason: wait.reason.clone(),
+                wait_seconds: wait.wait.map(seconds),
+            },
         }
     }
 
@@ -323,6 +341,16 @@ impl RunEvent {
             } => format!(
                 "agent {agent} | model: {reason}, retrying in {wait_seconds:.1} s ({attempt} of {of})"
             ),
+            RunEvent::LlmWait {
+                agent,
+                reason,
+                wait_seconds: Some(wait),
+            } => format!("agent {agent} | model: waiting {wait:.1} s for {reason}"),
+            RunEvent::LlmWait {
+                agent,
+                reason,
+                wait_seconds: None,
+            } => format!("agent {agent} | model: waiting for {reason}"),
             RunEvent::PlannerFailed { reason, .. } => format!("no plan: {reason}"),
             RunEvent::PlanInvalid { reason, saved, .. } => {
                 format!("the plan is invalid: {reason} (the planner's answer is in {saved})")

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::chat::{Actor, AgentKey};
 use crate::chat::{Message, Usage};
-use crate::llm::{ChatModel, CompletionRequest, RetryObserver};
+use crate::llm::{ChatModel, CompletionRequest, DelayObserver};
 use crate::plan::{Plan, parse_plan_with, plan_schema};
 use crate::prompts::{Prompt, Prompts, render};
 use crate::protocol::{AgentId, AgentStats, AgentStatus, TraceParent};
@@ -56,8 +56,8 @@ pub struct Planner {
     conversation: Conversation,
     /// Where the conversation is kept, when it is.
     transcript: Option<PathBuf>,
-    /// Told of each retry of a request.
-    on_retry: Option<RetryObserver>,
+    /// Told of each retry of a request, and each wait for a rate limit.
+    on_delay: Option<DelayObserver>,
     /// What its plans' steps may ask for.
     ceiling: Option<super::ceiling::Ceiling>,
     /// The run's span, which each planning is a child of.
@@ -84,7 +84,7 @@ impl Planner {
             prompts,
             conversation,
             transcript,
-            on_retry: None,
+            on_delay: None,
             ceiling: None,
             trace: None,
         }
@@ -114,9 +114,10 @@ impl Planner {
         }
     }
 
-    /// The planner, with `observer` told of each retry of a request.
-    pub fn with_retries(mut self, observer: RetryObserver) -> Self {
-        self.on_retry = Some(observer);
+    /// The planner, with `observer` told of each retry of a request and
+    /// each wait for a rate limit.
+    pub fn with_delays(mut self, observer: DelayObserver) -> Self {
+        self.on_delay = Some(observer);
         self
     }
 
@@ -200,7 +201,7 @@ impl Planner {
         };
         let request = CompletionRequest {
             schema: Some(plan_schema()),
-            on_retry: self.on_retry.clone(),
+            on_delay: self.on_delay.clone(),
             ..CompletionRequest::new(agent, self.conversation.messages.clone(), Vec::new())
         };
         let result = crate::telemetry::genai::complete(span.context(), &*self.model, request).await;

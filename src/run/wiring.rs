@@ -17,7 +17,7 @@ use super::planner::Planner;
 use super::recorder::Recorder;
 use super::runner::{AgentRunner, RoleModel};
 use super::{Opening, TeamModels, conduct};
-use crate::llm::RetryObserver;
+use crate::llm::DelayObserver;
 use crate::record::RunRecord;
 use crate::run::isolation::Worktrees;
 use crate::signal::StopSignal;
@@ -129,15 +129,15 @@ pub(super) async fn run(
         let _ = ctx.isolation.set(trees);
     }
     let log = recorder.log();
-    let retries = RetryObserver(Arc::new(move |retry: &crate::llm::Retrying| {
-        log.event(&RunEvent::retry("planner", retry));
+    let delays = DelayObserver(Arc::new(move |delay: &crate::llm::Delay| {
+        log.event(&RunEvent::delay("planner", delay));
     }));
     let mut planner = Planner::new(
         planner_model,
         prompts,
         Some(run_dir.join("planner").join("conversations.json")),
     )
-    .with_retries(retries)
+    .with_delays(delays)
     .in_trace(ctx.span.context());
     if let Some(ceiling) = ceiling {
         planner = planner.with_ceiling(ceiling);

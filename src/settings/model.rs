@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::{Lookup, pick};
 use crate::chat::Actor;
-use crate::llm::openai::{OpenAiSettings, ReasoningEchoChoice, RetryPolicy, Structured};
+use crate::llm::openai::{OpenAiSettings, RateCaps, ReasoningEchoChoice, RetryPolicy, Structured};
 use crate::llm::{ModelConfig, ReasoningEcho};
 use crate::protocol::AgentLimits;
 
@@ -81,6 +81,20 @@ pub struct ModelFlags {
     /// [default: auto].
     #[arg(long, value_name = "MODE")]
     pub structured: Option<Structured>,
+
+    /// Requests a minute troupe sends to each endpoint, all agents
+    /// together, spaced evenly; the endpoint's own limits, from its
+    /// x-ratelimit-* headers and Retry-After, are kept besides
+    /// [env: TROUPE_MAX_REQUESTS_PER_MINUTE] [default: the endpoint's].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
+    pub max_requests_per_minute: Option<u32>,
+
+    /// Tokens a minute troupe sends to each endpoint, all agents together
+    /// (a request's prompt, as estimated before it goes, then as the
+    /// answer counts it) [env: TROUPE_MAX_TOKENS_PER_MINUTE] [default: the
+    /// endpoint's].
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
+    pub max_tokens_per_minute: Option<u32>,
 }
 
 /// The model of one role of a team run, where it is not the shared one.
@@ -137,6 +151,19 @@ impl RoleFlags {
                 &self.reviewer_api_key_env,
             ],
         }
+    }
+}
+
+/// A cap from its flag, variable or file key, which must be above zero.
+fn positive(flag: Option<u32>, lookup: &dyn Lookup, env: &str) -> Result<Option<u32>, String> {
+    match pick(flag, lookup, env)? {
+        Some(0) => {
+            let origin = lookup
+                .get(env)
+                .map_or_else(|| env.to_string(), |s| s.origin);
+            Err(format!("{origin}: must be at least 1"))
+        }
+        cap => Ok(cap),
     }
 }
 
@@ -381,6 +408,18 @@ impl ModelFlags {
             temperature: r.parsed("TEMPERATURE", self.temperature)?,
             structured: pick(self.structured, lookup, "TROUPE_STRUCTURED")?.unwrap_or_default(),
             price,
+            rate: RateCaps {
+                requests_per_minute: positive(
+                    self.max_requests_per_minute,
+                    lookup,
+                    "TROUPE_MAX_REQUESTS_PER_MINUTE",
+                )?,
+                tokens_per_minute: positive(
+                    self.max_tokens_per_minute,
+                    lookup,
+                    "TROUPE_MAX_TOKENS_PER_MINUTE",
+                )?,
+            },
         };
         Ok(RoleModel {
             config: ModelConfig::OpenAi(settings),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::llm::Retrying;
+use crate::llm::Delay;
 use crate::protocol::{AgentStats, AgentStatus, SandboxReport};
 
 #[derive(Debug, Clone)]
@@ -36,9 +36,10 @@ pub enum AgentEvent<'a> {
     ModelError {
         message: &'a str,
     },
-    /// A model request failed and is tried again.
-    ModelRetry {
-        retry: &'a Retrying,
+    /// A model request failed and is tried again, or waits for the
+    /// endpoint's rate limits.
+    ModelDelayed {
+        delay: &'a Delay,
     },
     /// The child made its conversation smaller for the model's context.
     Compacted {

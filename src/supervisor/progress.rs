@@ -57,16 +57,7 @@ impl Progress {
             AgentEvent::ModelError { message } => {
                 self.paint("31", &format!("model error: {message}"))
             }
-            AgentEvent::ModelRetry { retry } => self.paint(
-                "33",
-                &format!(
-                    "model: {}, retrying in {:.1} s ({} of {})",
-                    retry.reason,
-                    retry.wait.as_secs_f64(),
-                    retry.attempt + 1,
-                    retry.of
-                ),
-            ),
+            AgentEvent::ModelDelayed { delay } => self.paint("33", &delay.to_string()),
             AgentEvent::Compacted { step } => self.paint("33", &format!("context: {step}")),
             AgentEvent::ToolCall { name, arguments } => {
                 format!("{} {}", self.paint("1", name), brief_arguments(arguments))

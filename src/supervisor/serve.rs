@@ -298,9 +298,9 @@ impl Served<'_, '_> {
                         return ending;
                     }
                 }
-                Some(retry) = self.retries.1.recv() => {
+                Some(delay) = self.delays.1.recv() => {
                     last_heard = Instant::now();
-                    self.event(AgentEvent::ModelRetry { retry: &retry });
+                    self.event(AgentEvent::ModelDelayed { delay: &delay });
                 }
                 Some(answer) = self.pending.join_next(), if !self.pending.is_empty() => {
                     last_heard = Instant::now();

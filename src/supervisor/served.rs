@@ -21,7 +21,7 @@ use super::child::{ChildOutcome, ChildRun, Finished};
 use super::events::AgentEvent;
 use super::violation::{MAX_PENDING_REQUESTS, Violation};
 use crate::chat::{Message, ToolSpec, Usage};
-use crate::llm::{Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
+use crate::llm::{Completion, CompletionRequest, Delay, DelayObserver, LlmError};
 use crate::protocol::{
     AgentRole, AgentStats, AgentStatus, FromChild, ModelFailure, PROTOCOL_VERSION, StopReason,
     ToChild, VerdictReport, decode_line, parse_verdict, round_seconds,
@@ -94,11 +94,9 @@ pub(super) struct Served<'r, 'a> {
     /// The `tool_call` lines read so far, whose count names each call's
     /// span as the child derived it.
     tool_calls_reported: u64,
-    /// The retries of the pending requests, told as they happen.
-    pub(super) retries: (
-        mpsc::UnboundedSender<Retrying>,
-        mpsc::UnboundedReceiver<Retrying>,
-    ),
+    /// The retries and waits of the pending requests, told as they
+    /// happen.
+    pub(super) delays: (mpsc::UnboundedSender<Delay>, mpsc::UnboundedReceiver<Delay>),
 }
 
 impl<'r, 'a> Served<'r, 'a> {
@@ -133,7 +131,7 @@ impl<'r, 'a> Served<'r, 'a> {
             web_pages: 0,
             tool_spans: HashMap::new(),
             tool_calls_reported: 0,
-            retries: mpsc::unbounded_channel(),
+            delays: mpsc::unbounded_channel(),
         }
     }
 
@@ -342,13 +340,13 @@ impl<'r, 'a> Served<'r, 'a> {
             return Err(Violation::Flood);
         }
         let model = Arc::clone(&self.run.model);
-        let retries = self.retries.0.clone();
-        let observer = move |retry: &Retrying| {
-            let _ = retries.send(retry.clone());
+        let delays = self.delays.0.clone();
+        let observer = move |delay: &Delay| {
+            let _ = delays.send(delay.clone());
         };
         let request = CompletionRequest {
             schema,
-            on_retry: Some(RetryObserver(Arc::new(observer))),
+            on_delay: Some(DelayObserver(Arc::new(observer))),
             ..CompletionRequest::new(self.run.key.clone(), messages, tools)
         };
         self.event(AgentEvent::ModelAsked {

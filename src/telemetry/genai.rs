@@ -7,7 +7,7 @@ use std::sync::Arc;
 use opentelemetry::KeyValue;
 
 use super::Span;
-use crate::llm::{ChatModel, Completion, CompletionRequest, LlmError, RetryObserver, Retrying};
+use crate::llm::{ChatModel, Completion, CompletionRequest, Delay, DelayObserver, LlmError};
 use crate::protocol::TraceParent;
 
 /// `model.complete(request)`, in a span under `parent` when there is one.
@@ -26,20 +26,29 @@ pub async fn complete(
     span.set("gen_ai.provider.name", provider);
     span.set("gen_ai.request.model", name.to_string());
     span.set("gen_ai.agent.id", request.agent.to_string());
-    let told = request.on_retry.take();
-    let retries = span.clone();
-    request.on_retry = Some(RetryObserver(Arc::new(move |retry: &Retrying| {
-        retries.event(
-            "gen_ai.request.retry",
-            vec![
-                KeyValue::new("troupe.retry.attempt", i64::from(retry.attempt)),
-                KeyValue::new("troupe.retry.of", i64::from(retry.of)),
-                KeyValue::new("troupe.retry.reason", retry.reason.clone()),
-                KeyValue::new("troupe.retry.wait_ms", retry.wait.as_millis() as i64),
-            ],
-        );
+    let told = request.on_delay.take();
+    let delays = span.clone();
+    request.on_delay = Some(DelayObserver(Arc::new(move |delay: &Delay| {
+        match delay {
+            Delay::Retry(retry) => delays.event(
+                "gen_ai.request.retry",
+                vec![
+                    KeyValue::new("troupe.retry.attempt", i64::from(retry.attempt)),
+                    KeyValue::new("troupe.retry.of", i64::from(retry.of)),
+                    KeyValue::new("troupe.retry.reason", retry.reason.clone()),
+                    KeyValue::new("troupe.retry.wait_ms", retry.wait.as_millis() as i64),
+                ],
+            ),
+            Delay::Wait(wait) => {
+                let mut attributes = vec![KeyValue::new("troupe.wait.reason", wait.reason.clone())];
+                if let Some(wait) = wait.wait {
+                    attributes.push(KeyValue::new("troupe.wait.ms", wait.as_millis() as i64));
+                }
+                delays.event("troupe.rate_limit.wait", attributes);
+            }
+        }
         if let Some(told) = &told {
-            (told.0)(retry);
+            (told.0)(delay);
         }
     })));
     let result = model.complete(request).await;

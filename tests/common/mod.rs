@@ -5,6 +5,7 @@
 pub mod llama;
 pub mod mock_model;
 pub mod otlp;
+pub mod rate_limited;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

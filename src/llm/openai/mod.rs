@@ -6,20 +6,24 @@
 //! shares one policy and one connection pool.
 
 mod echo;
+mod governor;
+mod limits;
 mod retry;
 mod wire;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 
-use super::{ChatModel, Completion, CompletionRequest, LlmError, Retrying};
+use super::{ChatModel, Completion, CompletionRequest, Delay, DelayObserver, LlmError, Retrying};
 use crate::chat::Usage;
 use crate::text::excerpt;
 
 pub use echo::{ReasoningEcho, ReasoningEchoChoice};
+pub use governor::RateCaps;
 pub use retry::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +42,8 @@ pub struct OpenAiSettings {
     pub structured: Structured,
     /// The model's price (`[prices."MODEL"]`), where one is set.
     pub price: Option<crate::llm::Price>,
+    /// The user's bounds on the endpoint's pace.
+    pub rate: RateCaps,
 }
 
 /// `--structured`: whether to ask the endpoint for answers that follow a
@@ -75,6 +81,8 @@ pub struct OpenAiClient {
     turns: AtomicU64,
     /// Set once the endpoint refused `response_format`.
     no_schema: AtomicBool,
+    /// The pace every client of this endpoint and key keeps.
+    governor: Arc<governor::Governor>,
 }
 
 impl OpenAiClient {
@@ -96,9 +104,11 @@ impl OpenAiClient {
                 url: url.clone(),
                 message: format!("cannot set up the HTTP client: {e}"),
             })?;
+        let governor = governor::shared(&url, settings.api_key.as_deref(), settings.rate);
         Ok(OpenAiClient {
             http,
             url,
+            governor,
             settings,
             turns: AtomicU64::new(0),
             no_schema: AtomicBool::new(false),
@@ -153,7 +163,10 @@ impl OpenAiClient {
         let mut causes: Vec<String> = Vec::new();
         let mut timeouts = 0;
         loop {
-            let failure = match self.attempt(&body, prompt_chars).await {
+            let failure = match self
+                .attempt(&body, prompt_chars, request.on_delay.as_ref())
+                .await
+            {
                 Ok(completion) => return Ok(completion),
                 Err(failure) => failure,
             };
@@ -198,23 +211,27 @@ impl OpenAiClient {
             if !can_retry {
                 return Err(gave_up(failure.error, &causes, None));
             }
-            if let Some(observer) = &request.on_retry {
-                (observer.0)(&Retrying {
+            if let Some(observer) = &request.on_delay {
+                (observer.0)(&Delay::Retry(Retrying {
                     attempt,
                     of: policy.retries + 1,
                     reason: failure.short,
                     wait,
-                });
+                }));
             }
             tokio::time::sleep(wait).await;
         }
     }
 
+    /// One request, once the governor lets it start.
     async fn attempt(
         &self,
         body: &wire::ChatRequest<'_>,
         prompt_chars: usize,
+        told: Option<&DelayObserver>,
     ) -> Result<Completion, Failure> {
+        let estimate = Usage::estimate(prompt_chars, 0).prompt;
+        let permit = self.governor.admit(estimate, told).await?;
         let mut post = self.http.post(&self.url).json(body);
         if let Some(key) = &self.settings.api_key {
             post = post.header(AUTHORIZATION, format!("Bearer {key}"));
@@ -223,12 +240,23 @@ impl OpenAiClient {
         let status = response.status();
         let headers = response.headers().clone();
         let text = response.text().await.map_err(|e| self.transport(e))?;
+        let mut answer = governor::Answer {
+            status: status.as_u16(),
+            headers: &limits::RateHeaders::read(&headers),
+            retry_after: None,
+            tokens: None,
+        };
         if !status.is_success() {
-            return Err(self.status_failure(status.as_u16(), &headers, &text));
+            let failure = self.status_failure(status.as_u16(), &headers, &text);
+            answer.retry_after = failure.retry_after;
+            permit.answered(&answer);
+            return Err(failure);
         }
         let turn = self.turns.fetch_add(1, Ordering::Relaxed) + 1;
-        self.decode(&text, turn, prompt_chars)
-            .map_err(Failure::from)
+        let completion = self.decode(&text, turn, prompt_chars);
+        answer.tokens = completion.as_ref().ok().map(|c| c.usage.total);
+        permit.answered(&answer);
+        completion.map_err(Failure::from)
     }
 
     fn transport(&self, error: reqwest::Error) -> Failure {
