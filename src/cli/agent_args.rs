@@ -44,7 +44,8 @@ pub struct AgentArgs {
     /// US dollars each agent may spend, by [prices] or the provider's own
     /// figures: there the agent is told to wrap up, and past them, after
     /// three answers for the wrap-up, it is stopped with stop reason
-    /// cost_limit. Every model an agent asks needs a price.
+    /// cost_limit. Every model an agent asks needs a price [env:
+    /// TROUPE_MAX_AGENT_COST].
     #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
     pub max_agent_cost: Option<f64>,
 
@@ -234,7 +235,10 @@ impl AgentArgs {
             program_takes_session,
             serve: self.serve_limits(),
             hygiene,
-            limits: self.agent_limits(max_tokens.or(self.max_agent_tokens)),
+            limits: self.agent_limits(
+                max_tokens.or(self.max_agent_tokens),
+                self.max_agent_cost(sources)?,
+            ),
             sandbox,
             prompts,
             launcher: launcher_of(launcher.as_deref(), results)?,
@@ -316,13 +320,20 @@ impl AgentArgs {
         }
     }
 
-    /// The loop limits for the task file; `max_tokens` is per agent.
-    fn agent_limits(&self, max_tokens: Option<u64>) -> AgentLimits {
+    /// `--max-agent-cost`, else `max_agent_cost` in the config file.
+    pub fn max_agent_cost(&self, sources: &dyn Lookup) -> Result<Option<f64>, UsageError> {
+        crate::settings::money(self.max_agent_cost, sources, "TROUPE_MAX_AGENT_COST")
+            .map_err(UsageError::Said)
+    }
+
+    /// The loop limits for the task file; `max_tokens` and `max_cost` are
+    /// per agent.
+    fn agent_limits(&self, max_tokens: Option<u64>, max_cost: Option<f64>) -> AgentLimits {
         let idle = self.idle_timeout;
         AgentLimits {
             max_turns: self.max_turns,
             max_tokens,
-            max_cost_micros: self.max_agent_cost.map(crate::chat::micros),
+            max_cost_micros: max_cost.map(crate::chat::micros),
             command_timeout_seconds: self.command_timeout.max(1),
             max_file_size: Some(self.max_file_size),
             max_command_cpu: (self.max_command_cpu > 0).then_some(self.max_command_cpu),

@@ -34,6 +34,8 @@ struct ConfigFile {
     structured: Option<String>,
     max_requests_per_minute: Option<u32>,
     max_tokens_per_minute: Option<u32>,
+    max_cost: Option<f64>,
+    max_agent_cost: Option<f64>,
     otlp_endpoint: Option<String>,
     /// `[roles.planner]`, `[roles.worker]`, `[roles.reviewer]`.
     #[serde(default)]
@@ -142,6 +144,8 @@ impl Sources {
             "TROUPE_MAX_REQUESTS_PER_MINUTE" => {
                 ("max_requests_per_minute", text(f.max_requests_per_minute))
             }
+            "TROUPE_MAX_COST" => ("max_cost", text(f.max_cost)),
+            "TROUPE_MAX_AGENT_COST" => ("max_agent_cost", text(f.max_agent_cost)),
             "TROUPE_MAX_TOKENS_PER_MINUTE" => {
                 ("max_tokens_per_minute", text(f.max_tokens_per_minute))
             }

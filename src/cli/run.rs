@@ -113,7 +113,8 @@ pub struct TeamArgs {
 
     /// US dollars the whole run may spend (the planner's too), by the
     /// prices in [prices] or the provider's own figures; once reached, no
-    /// new agent starts. Every model the run uses needs a price.
+    /// new agent starts, and the run ends limit_reached. Every model the run
+    /// uses needs a price [env: TROUPE_MAX_COST].
     #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
     pub max_cost: Option<f64>,
 
@@ -148,8 +149,11 @@ pub struct TeamArgs {
     pub no_apply: bool,
 }
 
-pub async fn run(args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     crate::console::set_quiet(args.quiet);
+    args.team.max_cost = crate::settings::money(args.team.max_cost, sources, "TROUPE_MAX_COST")
+        .map_err(UsageError::Said)?;
+    args.agent.max_agent_cost = args.agent.max_agent_cost(sources)?;
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     let workspace = super::workspace::open_workspace(&workspace_of(&args))?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);

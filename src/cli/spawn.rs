@@ -167,7 +167,7 @@ impl Setup {
             .model
             .resolve_single(Actor::Worker, sources)
             .map_err(UsageError::Said)?;
-        if args.agent.max_agent_cost.is_some()
+        if args.agent.max_agent_cost(sources)?.is_some()
             && let Some(model) = role.unpriced()
         {
             return Err(UsageError::Said(crate::settings::model::needs_price(

@@ -82,6 +82,9 @@ pub enum RunStatus {
     /// was invalid.
     Failed,
     DeadlineExceeded,
+    /// A run-wide budget (`--max-tokens`, `--max-cost`, `--max-agents`)
+    /// kept steps from starting; `troupe run --resume` continues it.
+    LimitReached,
     /// Stopped by Ctrl-C or SIGTERM; `troupe run --resume` continues it.
     Interrupted,
 }
@@ -100,6 +103,7 @@ impl RunStatus {
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::DeadlineExceeded => "deadline_exceeded",
+            RunStatus::LimitReached => "limit_reached",
             RunStatus::Interrupted => "interrupted",
         }
     }

@@ -1,8 +1,9 @@
 //! How a run ends, and the one match that turns it into run.json's
 //! status and troupe's exit code (the README lists them). A run its signal
 //! stopped (the deadline, Ctrl-C) ends as that cause says, whatever its
-//! steps; otherwise it completed when every step is done, and failed when
-//! one is not, for the budget or because a step did not make it.
+//! steps; otherwise it completed when every step is done, reached its
+//! limit when a budget kept a step from starting, and failed when a step
+//! did not make it.
 
 use crate::record::RunStatus;
 use crate::signal::{Exhausted, StopCause};
@@ -45,8 +46,9 @@ impl RunEnd {
             RunEnd::Stopped(StopCause::Interrupted(_)) => {
                 (RunStatus::Interrupted, EXIT_INTERRUPTED)
             }
-            // Run limits fail the run, with the limit as its reason.
-            RunEnd::Stopped(StopCause::Budget(_)) => (RunStatus::Failed, EXIT_FAILED),
+            // What the run did is kept, its reason the limit; exit 1, as
+            // scripts saw before `limit_reached` was a status of its own.
+            RunEnd::Stopped(StopCause::Budget(_)) => (RunStatus::LimitReached, EXIT_FAILED),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! duration and tokens, and the totals.
 
 use crate::protocol::{SandboxLevel, SandboxReport};
-use crate::record::{RunRecord, StepStatus};
+use crate::record::{RunRecord, RunStatus, StepStatus};
 use crate::text::count;
 
 pub fn summary_table(run: &RunRecord) -> String {
@@ -50,6 +50,12 @@ pub fn summary_table(run: &RunRecord) -> String {
     }
     if let Some(reason) = &run.reason {
         out.push_str(&format!("  {reason}\n"));
+    }
+    if run.status == RunStatus::LimitReached {
+        out.push_str(&format!(
+            "  `{}` continues the run, with a higher limit to keep one (what was spent counts)\n",
+            run.resume_command()
+        ));
     }
     if let Some(sandbox) = &t.sandbox {
         out.push_str(&format!("  sandbox: {}\n", describe_sandbox(sandbox)));

@@ -80,6 +80,20 @@ pub fn split_paths(value: &str) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// An amount of dollars from its flag, else from `env` or its file key,
+/// checked as the flag is.
+pub fn money(flag: Option<f64>, lookup: &dyn Lookup, env: &str) -> Result<Option<f64>, String> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    lookup
+        .get(env)
+        .map(|sourced| {
+            numbers::dollars(&sourced.value).map_err(|e| format!("{}: {e}", sourced.origin))
+        })
+        .transpose()
+}
+
 /// `flag`, or else the setting `env` from `lookup`, parsed as the flag
 /// would be; a bad value says where it came from.
 pub fn pick<T>(flag: Option<T>, lookup: &dyn Lookup, env: &str) -> Result<Option<T>, String>

@@ -154,14 +154,17 @@ fn team_against(
 }
 
 #[test]
-fn a_run_past_its_max_cost_starts_no_new_agent_and_says_so() {
+fn a_run_past_its_max_cost_ends_limit_reached_and_its_resume_command_goes_on() {
     let sandbox = Sandbox::new();
-    let mock = MockModel::start(vec![with_usage(
-        finish_call(),
-        json!({"prompt_tokens": 100, "completion_tokens": 10, "cost": 0.6}),
-    )]);
+    let answer = |cost: f64| {
+        with_usage(
+            finish_call(),
+            json!({"prompt_tokens": 100, "completion_tokens": 10, "cost": cost}),
+        )
+    };
+    let mock = MockModel::start(vec![answer(0.6), answer(0.1), answer(0.1)]);
     let run = team_against(&sandbox, &mock, PRICED, &["--max-cost", "0.50"]);
-    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.code, 1, "{}", run.stderr);
     let said = "the run spent $0.6000 of its $0.50 (--max-cost); no new agent starts";
     assert!(run.stderr.contains(said), "{}", run.stderr);
     assert_eq!(mock.requests().len(), 1, "b's worker never asked");
@@ -176,8 +179,34 @@ fn a_run_past_its_max_cost_starts_no_new_agent_and_says_so() {
         record["reason"].as_str().unwrap().contains("(--max-cost)"),
         "{record}"
     );
+    assert_eq!(record["status"], "limit_reached", "{record}");
     let runs = crate::common::cli(&sandbox, &["runs"]);
     assert!(runs.stdout.contains("$0.6000"), "{}", runs.stdout);
+
+    // The command the summary gives, with the cap now in the config file.
+    let line = run
+        .stderr
+        .lines()
+        .find(|line| line.contains("continues the run, with a higher limit"))
+        .unwrap_or_else(|| panic!("a resume command: {}", run.stderr));
+    let command = line.split('`').nth(1).unwrap();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[..3], ["troupe", "run", "--resume"], "{line}");
+    let file = sandbox.root().join("troupe.toml");
+    std::fs::write(&file, format!("max_cost = 5\n{PRICED}")).unwrap();
+    let mut resume = crate::common::troupe();
+    resume
+        .args(["--config", &file.display().to_string()])
+        .args(&words[1..]);
+    let resumed = crate::common::run(resume);
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let record = crate::common::read_json(&crate::team::run_dir(&sandbox).join("run.json"));
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["settings"]["max_cost"], 5.0, "from the config file");
+    assert!(
+        (cost(&record["totals"]["token_usage"]) - 0.8).abs() < 1e-9,
+        "what the first session spent counts: {record}"
+    );
 }
 
 #[test]

@@ -83,6 +83,12 @@ fn the_token_budget_stops_new_agents() {
     assert_eq!(team.run.code, 1, "stderr:\n{}", team.run.stderr);
     let reason = team.record()["reason"].as_str().unwrap().to_string();
     assert!(reason.contains("700 tokens of its 500"), "{reason}");
+    assert_eq!(team.record()["status"], "limit_reached");
+    assert!(
+        team.run.stderr.contains("troupe run --resume run_"),
+        "the resume command: {}",
+        team.run.stderr
+    );
     let a = team.step("a");
     assert_eq!(
         a["status"], "failed",
