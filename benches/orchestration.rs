@@ -96,7 +96,7 @@ fn main() {
         runs: if quick { 1 } else { 3 },
         metrics: Vec::new(),
     };
-    let scenarios: [(&str, Scenario); 16] = [
+    let scenarios: [(&str, Scenario); 17] = [
         ("overhead", overhead),
         ("scheduling", scheduling),
         ("fan-out", fan_out),
@@ -113,6 +113,7 @@ fn main() {
         ("mcp", mcp_round_trip),
         ("broker", broker),
         ("rate", rate_limit),
+        ("prefix", prefix_share),
     ];
     // Words that are not options pick scenarios by name (`-- relay`).
     let picked: Vec<String> = std::env::args()
@@ -509,6 +510,96 @@ fn rate_limit(bench: &mut Bench) {
             f64::from(u8::from(status.success())),
         );
     }
+}
+
+/// Scenario 17: 12 independent steps, isolated (`--isolation auto` in a
+/// workspace that is not a git repository), `--max-parallel 4`, against
+/// an endpoint on 127.0.0.1 that keeps every request, with this commit's
+/// troupe and the baseline's in one run: how much of what troupe sends a
+/// provider's prompt cache could serve. Each request is laid out as the
+/// providers cache it, tools first and then the messages; the share is the
+/// bytes of its longest common prefix with any earlier request over all
+/// its bytes, over every request, and over the first request of each
+/// agent alone (where only what agents share can repeat).
+fn prefix_share(bench: &mut Bench) {
+    const S: &str = "17. prompt prefix share";
+    let steps = 12;
+    let plan = json!({"summary": "prefix", "steps": (0..steps)
+        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
+        .collect::<Vec<_>>()});
+    let mut binaries = vec![("this commit", TROUPE.to_string())];
+    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
+    for (label, troupe) in binaries {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).expect("the workspace");
+        std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("the plan");
+        let endpoint = rate_limited::RateLimited::start(1000, Duration::ZERO);
+        let status = Command::new(&troupe)
+            .args(["run", "--plan"])
+            .arg(dir.path().join("plan.json"))
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--model", "bench-model", "--base-url", &endpoint.url])
+            .args(["--isolation", "auto", "--max-parallel", "4"])
+            .args(["--max-replans", "0", "--api-key-env", "TROUPE_BENCH_NO_KEY"])
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("start troupe");
+        assert!(status.success(), "the prefix run of {label} failed");
+        let requests = endpoint.requests();
+        let laid_out: Vec<String> = requests
+            .iter()
+            .map(|r| format!("{}{}", r["tools"], r["messages"]))
+            .collect();
+        let repeated = |i: usize| {
+            laid_out[..i]
+                .iter()
+                .map(|earlier| common_prefix(earlier, &laid_out[i]))
+                .max()
+                .unwrap_or(0)
+        };
+        let (mut all, mut all_repeated, mut first, mut first_repeated) = (0, 0, 0, 0);
+        for (i, request) in requests.iter().enumerate() {
+            let shared = repeated(i);
+            all += laid_out[i].len();
+            all_repeated += shared;
+            if request["messages"].as_array().is_some_and(|m| m.len() == 2) {
+                first += laid_out[i].len();
+                first_repeated += shared;
+            }
+        }
+        let share = |part: usize, whole: usize| 100.0 * part as f64 / whole.max(1) as f64;
+        bench.record(
+            S,
+            &format!("bytes a cache could serve, every request, {label}"),
+            "%",
+            "",
+            share(all_repeated, all),
+        );
+        bench.record(
+            S,
+            &format!("bytes a cache could serve, each agent's first request, {label}"),
+            "%",
+            "",
+            share(first_repeated, first),
+        );
+        bench.record(
+            S,
+            &format!("bytes sent per request, {label}"),
+            "KB",
+            "",
+            all as f64 / requests.len().max(1) as f64 / 1000.0,
+        );
+    }
+}
+
+/// How many bytes `a` and `b` begin with alike.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
 
 /// User and system time of every waited-for descendant so far: troupe,

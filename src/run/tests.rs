@@ -518,7 +518,7 @@ async fn the_budget_stops_new_agents_and_says_why() {
     team.max_agents = 2;
     team.max_parallel = 1;
     let out = run(Ok(plan(&[("a", &[]), ("b", &[])])), team, vec![], vec![]).await;
-    out.assert_ended("failed", EXIT_FAILED);
+    out.assert_ended("limit_reached", EXIT_FAILED);
     assert!(
         out.record
             .reason

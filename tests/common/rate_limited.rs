@@ -3,7 +3,8 @@
 //! `Retry-After` past it, and the `x-ratelimit-*` headers of OpenAI on
 //! every answer. It answers any number of agents without a script: a
 //! worker writes one file named after its task, then finishes; a reviewer
-//! approves. It counts what it answered, by status.
+//! approves. It counts what it answered, by status, and keeps the
+//! requests it answered.
 //!
 //! The benches use it too (`benches/orchestration.rs` includes this file).
 
@@ -18,6 +19,7 @@ pub struct RateLimited {
     /// The base URL to pass as --base-url.
     pub url: String,
     counts: Arc<Mutex<Counts>>,
+    requests: Arc<Mutex<Vec<Value>>>,
 }
 
 /// What the endpoint answered.
@@ -25,6 +27,13 @@ pub struct RateLimited {
 pub struct Counts {
     pub answered: u64,
     pub limited: u64,
+}
+
+/// What one connection's thread shares with the others.
+struct Seen {
+    window: Arc<Mutex<Window>>,
+    counts: Arc<Mutex<Counts>>,
+    requests: Arc<Mutex<Vec<Value>>>,
 }
 
 struct Window {
@@ -48,14 +57,28 @@ impl RateLimited {
             limit,
             current: (0, 0),
         }));
-        let shared = Arc::clone(&counts);
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let shared = (Arc::clone(&counts), Arc::clone(&requests));
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (counts, window) = (Arc::clone(&shared), Arc::clone(&window));
-                std::thread::spawn(move || serve(stream, latency, &window, &counts));
+                let seen = Seen {
+                    window: Arc::clone(&window),
+                    counts: Arc::clone(&shared.0),
+                    requests: Arc::clone(&shared.1),
+                };
+                std::thread::spawn(move || serve(stream, latency, &seen));
             }
         });
-        RateLimited { url, counts }
+        RateLimited {
+            url,
+            counts,
+            requests,
+        }
+    }
+
+    /// The requests answered with a completion, in the order they came.
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("the requests").clone()
     }
 
     pub fn counts(&self) -> Counts {
@@ -97,7 +120,7 @@ fn admit(window: &Mutex<Window>) -> (bool, Vec<(String, String)>) {
     (admitted, headers)
 }
 
-fn serve(stream: TcpStream, latency: Duration, window: &Mutex<Window>, counts: &Mutex<Counts>) {
+fn serve(stream: TcpStream, latency: Duration, seen: &Seen) {
     let Ok(mut out) = stream.try_clone() else {
         return;
     };
@@ -122,12 +145,14 @@ fn serve(stream: TcpStream, latency: Duration, window: &Mutex<Window>, counts: &
         if reader.read_exact(&mut body).is_err() {
             return;
         }
-        let (admitted, headers) = admit(window);
+        let (admitted, headers) = admit(&seen.window);
         let (status, answer) = match admitted {
             true => {
                 std::thread::sleep(latency);
                 let request = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                (200, completion(&request).to_string())
+                let answer = completion(&request).to_string();
+                seen.requests.lock().expect("the requests").push(request);
+                (200, answer)
             }
             false => (
                 429,
@@ -135,7 +160,7 @@ fn serve(stream: TcpStream, latency: Duration, window: &Mutex<Window>, counts: &
             ),
         };
         {
-            let mut counts = counts.lock().expect("the counts");
+            let mut counts = seen.counts.lock().expect("the counts");
             counts.answered += 1;
             counts.limited += u64::from(!admitted);
         }

@@ -26,6 +26,7 @@ mod mcp;
 mod mcp_serve;
 mod newcomer;
 mod overlay;
+mod prompt_cache;
 mod rate;
 mod real_endpoint;
 mod real_models;
