@@ -11,6 +11,7 @@ use super::UsageError;
 use super::config::Sources;
 use crate::chat::Actor;
 use crate::llm::build_model;
+use crate::plan::worst_case::{Caps, WorstCase};
 use crate::plan::{Plan, levels, parse_plan_file, render_tree};
 use crate::run::{PlanFailure, Planner};
 use crate::settings::model::ModelFlags;
@@ -67,9 +68,24 @@ pub struct ValidateArgs {
     pub plan: PathBuf,
 
     /// Print the verdict as one JSON object: {"valid", "error"} or
-    /// {"valid", "summary", "steps", "levels"} (the step ids of each level).
+    /// {"valid", "summary", "steps", "levels", "worst_case"} (the step ids
+    /// of each level; the agents and dollars a run may spend at most).
     #[arg(long)]
     pub json: bool,
+
+    /// The run's --max-retries, for the worst case.
+    #[arg(long, value_name = "N", default_value_t = 2, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
+    pub max_retries: u32,
+
+    /// The run's --max-agents, for the worst case.
+    #[arg(long, value_name = "N", default_value_t = 200, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
+    pub max_agents: u32,
+
+    /// The run's --max-cost, for the worst case: with --max-agent-cost
+    /// (or max_cost and max_agent_cost in troupe.toml) the plan's line
+    /// says the most its run may cost [env: TROUPE_MAX_COST].
+    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
+    pub max_cost: Option<f64>,
 
     /// The agent flags of the run the plan is for: a step's powers may
     /// ask for no more than they (and troupe.toml) give every worker.
@@ -135,6 +151,13 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
 
 pub fn validate(args: ValidateArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let settings = args.agent.settings(sources, Path::new("."), &[], None)?;
+    let caps = Caps {
+        max_retries: args.max_retries,
+        max_agents: args.max_agents,
+        max_cost: crate::settings::money(args.max_cost, sources, "TROUPE_MAX_COST")
+            .map_err(UsageError::Said)?,
+        max_agent_cost: args.agent.max_agent_cost(sources)?,
+    };
     let ceiling = crate::run::ceiling::Ceiling::of(&settings);
     let checked = read_plan_file(&args.plan).and_then(|plan| {
         ceiling.check(&plan).map_err(|e| {
@@ -148,6 +171,10 @@ pub fn validate(args: ValidateArgs, sources: &Sources) -> anyhow::Result<ExitCod
     if !args.json {
         let plan = checked?;
         crate::console::out(&render_tree(&plan, |_| None));
+        crate::console::out(&format!(
+            "{}\n",
+            WorstCase::of(plan.steps.len(), caps).describe(caps)
+        ));
         return Ok(ExitCode::SUCCESS);
     }
     let (verdict, code) = match checked {
@@ -161,6 +188,7 @@ pub fn validate(args: ValidateArgs, sources: &Sources) -> anyhow::Result<ExitCod
                 "summary": plan.summary,
                 "steps": plan.steps.len(),
                 "levels": levels,
+                "worst_case": WorstCase::of(plan.steps.len(), caps),
             });
             (verdict, ExitCode::SUCCESS)
         }

@@ -15,6 +15,7 @@ pub mod powers;
 #[cfg(test)]
 mod proptests;
 mod render;
+pub mod worst_case;
 
 use serde::{Deserialize, Serialize};
 

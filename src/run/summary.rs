@@ -6,7 +6,7 @@ use crate::record::{RunRecord, RunStatus, StepStatus};
 use crate::text::count;
 
 pub fn summary_table(run: &RunRecord) -> String {
-    let rows: Vec<[String; 5]> = run
+    let rows: Vec<[String; 6]> = run
         .steps
         .iter()
         .filter(|s| s.status != StepStatus::Replaced)
@@ -19,13 +19,26 @@ pub fn summary_table(run: &RunRecord) -> String {
                     .map(|d| format!("{d:.1} s"))
                     .unwrap_or_else(|| "-".to_string()),
                 s.stats.token_usage.total.to_string(),
+                s.stats.token_usage.dollars(),
             ]
         })
         .collect();
-    let header = ["step", "status", "attempts", "duration", "tokens"];
+    let header = ["step", "status", "attempts", "duration", "tokens", "cost"];
     let mut out = String::from("\n");
     if !rows.is_empty() {
-        out.push_str(&crate::text::columns("  ", header, &rows));
+        // The cost column only where prices made one.
+        let table = match run.totals.token_usage.cost_micros {
+            0 => {
+                let rows: Vec<[String; 5]> = rows
+                    .iter()
+                    .map(|row| std::array::from_fn(|i| row[i].clone()))
+                    .collect();
+                let header = std::array::from_fn(|i| header[i]);
+                crate::text::columns("  ", header, &rows)
+            }
+            _ => crate::text::columns("  ", header, &rows),
+        };
+        out.push_str(&table);
         out.push('\n');
     }
     let t = &run.totals;

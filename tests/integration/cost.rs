@@ -203,6 +203,12 @@ fn a_run_past_its_max_cost_ends_limit_reached_and_its_resume_command_goes_on() {
     let record = crate::common::read_json(&crate::team::run_dir(&sandbox).join("run.json"));
     assert_eq!(record["status"], "completed", "{record}");
     assert_eq!(record["settings"]["max_cost"], 5.0, "from the config file");
+    let b_row = resumed
+        .stderr
+        .lines()
+        .find(|line| line.trim_start().starts_with("b ") && line.contains("completed"))
+        .unwrap_or_else(|| panic!("b's row: {}", resumed.stderr));
+    assert!(b_row.ends_with("$0.1000"), "each step's cost: {b_row}");
     assert!(
         (cost(&record["totals"]["token_usage"]) - 0.8).abs() < 1e-9,
         "what the first session spent counts: {record}"
@@ -273,5 +279,39 @@ fn max_agent_cost_is_refused_for_a_model_without_a_price() {
         run.stderr.contains("--max-agent-cost needs a price for every model it caps; [prices] names none for test-model"),
         "{}",
         run.stderr
+    );
+}
+
+#[test]
+fn validate_says_the_most_a_plan_may_cost_under_the_caps() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.root().join("troupe.toml");
+    std::fs::write(&file, "max_agent_cost = 0.25\n").unwrap();
+    let plan = sandbox.root().join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"steps": [{"id": "a", "description": "x"}, {"id": "b", "description": "y"}]}"#,
+    )
+    .unwrap();
+    let validate = |extra: &[&str]| {
+        let mut command = crate::common::troupe();
+        command
+            .args(["--config", &file.display().to_string(), "validate"])
+            .arg(&plan)
+            .args(extra);
+        crate::common::run(command)
+    };
+    // Two steps, three attempts each, a worker and up to two reviewers
+    // an attempt: 18 agents at $0.25 from the config file.
+    let out = validate(&["--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["worst_case"], json!({"agents": 18, "cost": 4.5}));
+    let out = validate(&["--json", "--max-cost", "2", "--max-retries", "0"]);
+    assert_eq!(out.json()["worst_case"], json!({"agents": 6, "cost": 1.5}));
+    let out = validate(&["--max-cost", "1"]);
+    assert!(
+        out.stdout.contains("worst case: $1.00: 18 agents at most, at $0.25 each (--max-agent-cost), within $1.00 in all (--max-cost)"),
+        "{}",
+        out.stdout
     );
 }

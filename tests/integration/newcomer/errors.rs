@@ -91,7 +91,8 @@ fn plan_files_are_read_strictly_and_say_where() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(
         out.json(),
-        json!({"valid": true, "summary": "", "steps": 2, "levels": [["a"], ["b"]]})
+        json!({"valid": true, "summary": "", "steps": 2, "levels": [["a"], ["b"]],
+               "worst_case": {"agents": 18, "cost": null}})
     );
 }
 
