@@ -157,6 +157,7 @@ pub async fn run(mut args: RunArgs, sources: &Sources) -> anyhow::Result<ExitCod
     let plan = args.plan.as_deref().map(read_plan_file).transpose()?;
     let workspace = super::workspace::open_workspace(&workspace_of(&args))?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
+    crate::llm::openai::share_pauses_in(&results);
     let start = match &args.resume {
         Some(run) => Start::Resume {
             run_dir: find_run(

@@ -178,6 +178,7 @@ impl Setup {
         }
         let workspace = super::workspace::open_workspace(&args.workspace)?;
         let results = workspace.join(crate::protocol::RESULTS_DIR);
+        crate::llm::openai::share_pauses_in(&results);
         let mut settings = args.agent.settings(
             sources,
             &results,

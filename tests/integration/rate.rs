@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::common::mock_model::{MockModel, MockResponse};
 use crate::common::rate_limited::RateLimited;
-use crate::common::{Sandbox, run, troupe};
+use crate::common::{Sandbox, run, spawn_command, troupe};
 use crate::http_client::{finish_call, spawn_against, write_call};
 
 /// A plan of `steps` independent steps.
@@ -111,4 +111,53 @@ fn a_cap_of_zero_is_refused_where_it_was_given() {
         run.stderr
     );
     assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn a_retry_after_pauses_the_other_troupe_processes_of_the_workspace() {
+    let sandbox = Sandbox::new();
+    let mock = MockModel::start(vec![
+        MockResponse::raw(429, r#"{"error": {"message": "slow down"}}"#).header("retry-after", "3"),
+        MockResponse::completion(write_call(json!({"path": "a.txt", "content": "a"}))),
+        MockResponse::completion(write_call(json!({"path": "b.txt", "content": "b"}))),
+        MockResponse::completion(finish_call()),
+        MockResponse::completion(finish_call()),
+    ]);
+    let agent = |id: u32| {
+        let mut command = spawn_command(&sandbox, id, "Write a file", "test-model");
+        command
+            .args(["--base-url", &mock.url, "--api-key-env", "TEST_KEY_VAR"])
+            .env("TEST_KEY_VAR", "sk-test");
+        command
+    };
+    let first = std::thread::spawn({
+        let command = agent(1);
+        move || run(command)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while mock.requests().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let second = run(agent(2));
+    let first = first.join().unwrap();
+    assert_eq!(first.code, 0, "the first agent:\n{}", first.stderr);
+    assert_eq!(second.code, 0, "the second agent:\n{}", second.stderr);
+    let requests = mock.requests();
+    let limited = requests[0].at;
+    assert!(
+        requests[1..]
+            .iter()
+            .all(|r| r.at.duration_since(limited) >= Duration::from_millis(2500)),
+        "no process asked before the Retry-After was over: {:?}",
+        requests
+            .iter()
+            .map(|r| r.at.duration_since(limited))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        second.stderr.contains("waiting") && second.stderr.contains("Retry-After"),
+        "the second agent says why it waits: {}",
+        second.stderr
+    );
 }

@@ -179,6 +179,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let sources = Sources::load(&argv)?;
     let workspace = super::workspace::open_workspace(&args.workspace)?;
     let results = workspace.join(crate::protocol::RESULTS_DIR);
+    crate::llm::openai::share_pauses_in(&results);
     check_settings(&args, &sources, &results)?;
     let token = match &listen {
         Some(_) => Some(token(args.token_env.as_deref())?),

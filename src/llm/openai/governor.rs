@@ -15,10 +15,17 @@
 //! Until the endpoint has answered once, one request goes at a time: its
 //! limits are learnt before a fan-out spends them. In a planned run the
 //! planner's request is that one, and costs nothing.
+//!
+//! The other troupe processes of the workspace (background agents, other
+//! runs) learn of a `Retry-After` through a file in its results directory
+//! (`share_pauses_in`): the one piece of pace worth sharing without a
+//! daemon. Any process there may write it, so what it says is bounded by
+//! the longest wait troupe accepts anyway.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -42,6 +49,17 @@ pub const LONGEST_WAIT: Duration = super::retry::MAX_RETRY_AFTER;
 pub struct Governor {
     state: Mutex<State>,
     changed: Notify,
+    /// The pause this endpoint asked for, shared with the workspace's
+    /// other troupe processes, when there is a workspace.
+    shared: Option<PathBuf>,
+}
+
+/// Where the governors made from now on share their pauses: a results
+/// directory, set once by the command that opened the workspace.
+static SHARED_IN: OnceLock<PathBuf> = OnceLock::new();
+
+pub fn share_pauses_in(results: &Path) {
+    let _ = SHARED_IN.set(results.join(".pace"));
 }
 
 /// A request the governor let start; dropping it ends it.
@@ -60,6 +78,14 @@ pub struct Answer<'a> {
     pub tokens: Option<u64>,
 }
 
+impl Answer<'_> {
+    /// The pause it asks of every request: a 429's or 503's `Retry-After`.
+    fn pause(&self) -> Option<Duration> {
+        self.retry_after
+            .filter(|_| matches!(self.status, 429 | 503))
+    }
+}
+
 /// The governor of `endpoint` for this process, made on first use.
 pub fn shared(endpoint: &str, key: Option<&str>, caps: RateCaps) -> Arc<Governor> {
     static ALL: OnceLock<Mutex<HashMap<String, Weak<Governor>>>> = OnceLock::new();
@@ -75,7 +101,13 @@ pub fn shared(endpoint: &str, key: Option<&str>, caps: RateCaps) -> Arc<Governor
         governor.tighten(caps);
         return governor;
     }
-    let governor = Arc::new(Governor::new(caps));
+    let shared = SHARED_IN
+        .get()
+        .map(|dir| dir.join(format!("{:016x}", fingerprint(&id))));
+    let governor = Arc::new(Governor {
+        shared,
+        ..Governor::new(caps)
+    });
     all.insert(id, Arc::downgrade(&governor));
     governor
 }
@@ -92,6 +124,38 @@ impl Governor {
         Governor {
             state: Mutex::new(State::new(caps, Instant::now())),
             changed: Notify::new(),
+            shared: None,
+        }
+    }
+
+    /// The pause another process of the workspace wrote, if one is on.
+    fn shared_pause(&self) -> Option<Instant> {
+        let text = std::fs::read_to_string(self.shared.as_ref()?).ok()?;
+        let until = UNIX_EPOCH + Duration::from_millis(text.trim().parse().ok()?);
+        let left = until.duration_since(SystemTime::now()).ok()?;
+        Some(Instant::now() + left.min(LONGEST_WAIT))
+    }
+
+    /// Tells the workspace's other processes of a pause until `wait` from
+    /// now. Best effort: a process that misses it meets the 429 itself.
+    fn share_pause(&self, wait: Duration) {
+        let Some(path) = &self.shared else {
+            return;
+        };
+        let until = SystemTime::now() + wait.min(LONGEST_WAIT);
+        let Ok(millis) = until.duration_since(UNIX_EPOCH) else {
+            return;
+        };
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        let written = path
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .is_ok()
+            && std::fs::write(&tmp, millis.as_millis().to_string()).is_ok()
+            && std::fs::rename(&tmp, path).is_ok();
+        if !written {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
 
@@ -127,7 +191,15 @@ impl Governor {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let now = Instant::now();
-            let hold = match self.state().start(now, tokens) {
+            let elsewhere = self.shared_pause();
+            let started = {
+                let mut state = self.state();
+                if let Some(until) = elsewhere {
+                    state.paused_until = Some(state.paused_until.map_or(until, |u| u.max(until)));
+                }
+                state.start(now, tokens)
+            };
+            let hold = match started {
                 Ok(()) => {
                     return Ok(Permit {
                         governor: self,
@@ -178,6 +250,9 @@ impl Permit<'_> {
         self.governor
             .state()
             .answered(Instant::now(), answer, self.charged);
+        if let Some(wait) = answer.pause() {
+            self.governor.share_pause(wait);
+        }
     }
 }
 
@@ -396,10 +471,7 @@ impl State {
             self.tokens = Some(Budget::heard(self.tokens, reported, 0, now));
         }
         let limited = answer.status == 429;
-        if let Some(wait) = answer
-            .retry_after
-            .filter(|_| limited || answer.status == 503)
-        {
+        if let Some(wait) = answer.pause() {
             let until = now + wait.min(LONGEST_WAIT);
             self.paused_until = Some(self.paused_until.map_or(until, |u| u.max(until)));
         }

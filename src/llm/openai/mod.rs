@@ -23,7 +23,7 @@ use crate::chat::Usage;
 use crate::text::excerpt;
 
 pub use echo::{ReasoningEcho, ReasoningEchoChoice};
-pub use governor::RateCaps;
+pub use governor::{RateCaps, share_pauses_in};
 pub use retry::RetryPolicy;
 
 #[derive(Debug, Clone, PartialEq)]
