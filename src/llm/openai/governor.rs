@@ -12,9 +12,10 @@
 //!   second without another;
 //! - the user's own caps space the requests out.
 //!
-//! Until the endpoint has answered once, one request goes at a time: its
-//! limits are learnt before a fan-out spends them. In a planned run the
-//! planner's request is that one, and costs nothing.
+//! Until the endpoint has answered once, one request goes at a time, for
+//! two seconds at most: its limits are learnt before a fan-out spends
+//! them. In a planned run the planner's request is that one, and costs
+//! nothing; a slow first answer holds the others back no longer.
 //!
 //! The other troupe processes of the workspace (background agents, other
 //! runs) learn of a `Retry-After` through a file in its results directory
@@ -45,6 +46,9 @@ pub struct RateCaps {
 /// spent for longer (a daily limit) fails the request with its reason
 /// rather than hang the run.
 pub const LONGEST_WAIT: Duration = super::retry::MAX_RETRY_AFTER;
+
+/// How long the first request goes alone before the others go anyway.
+const FIRST_ALONE: Duration = Duration::from_secs(2);
 
 pub struct Governor {
     state: Mutex<State>,
@@ -344,6 +348,8 @@ struct State {
     in_flight: usize,
     /// Whether the endpoint has answered at all.
     answered: bool,
+    /// When the first request went.
+    first_sent: Option<Instant>,
     /// No request starts before this (a `Retry-After`).
     paused_until: Option<Instant>,
     /// How many may be in flight, once a 429 has said there are too many.
@@ -365,6 +371,7 @@ impl State {
             caps,
             in_flight: 0,
             answered: false,
+            first_sent: None,
             paused_until: None,
             concurrency: None,
             grown_at: now,
@@ -394,6 +401,7 @@ impl State {
             self.next_start = now + Duration::from_secs_f64(60.0 / f64::from(cap.max(1)));
         }
         self.in_flight += 1;
+        self.first_sent.get_or_insert(now);
         Ok(())
     }
 
@@ -418,9 +426,14 @@ impl State {
                 until,
             ));
         }
-        if !self.answered && self.in_flight > 0 {
-            return Some(Hold::slot(
+        if let Some(first) = self
+            .first_sent
+            .filter(|_| !self.answered && self.in_flight > 0)
+            && now < first + FIRST_ALONE
+        {
+            return Some(Hold::until(
                 "the endpoint's first answer, which tells its limits",
+                first + FIRST_ALONE,
             ));
         }
         if let Some(most) = self.concurrency.filter(|most| self.in_flight >= *most) {
@@ -523,7 +536,17 @@ mod tests {
         let mut state = State::new(RateCaps::default(), now);
         assert!(state.start(now, 10).is_ok());
         let held = state.start(now, 10).expect_err("the second waits");
-        assert_eq!(held.until, None);
+        assert_eq!(
+            held.until,
+            Some(now + FIRST_ALONE),
+            "for two seconds at most"
+        );
+        let slow = now + FIRST_ALONE;
+        assert!(
+            state.start(slow, 10).is_ok(),
+            "a slow first answer holds none back longer"
+        );
+        state.in_flight -= 1;
         state.answered(now, &answer(200, &RateHeaders::default()), 10);
         state.in_flight -= 1;
         for _ in 0..50 {
