@@ -33,6 +33,12 @@ pub fn run_text(seen: &SeenRun, render: &Render) -> String {
     if let Some(reason) = &run.reason {
         out.push_str(&format!("{reason}\n"));
     }
+    if run.status == RunStatus::LimitReached {
+        out.push_str(&format!(
+            "`{}` continues it, with a higher limit to keep one\n",
+            run.resume_command()
+        ));
+    }
     if let Some(trace) = &run.trace_id {
         out.push_str(&format!("trace {trace}\n"));
     }
@@ -93,13 +99,14 @@ pub fn apply_note(run: &RunRecord) -> Option<String> {
 
 fn step_summary(step: &StepRecord, render: &Render) -> String {
     let mut out = format!(
-        "{} {} ({}{})\n",
+        "{} {} ({}{}, {})\n",
         render.painter.paint("1", &step.id),
         render.status(&step.status),
         count(step.attempts.len() as u64, "attempt"),
         step.duration_seconds
             .map(|d| format!(", {d:.1} s"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        step.stats.token_usage.spent()
     );
     if let Some(reason) = &step.reason {
         out.push_str(&format!("  {}\n", excerpt(reason, 200)));

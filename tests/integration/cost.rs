@@ -180,6 +180,15 @@ fn a_run_past_its_max_cost_ends_limit_reached_and_its_resume_command_goes_on() {
         "{record}"
     );
     assert_eq!(record["status"], "limit_reached", "{record}");
+    let show = crate::common::cli(&sandbox, &["show", "last"]);
+    assert!(
+        show.stdout
+            .lines()
+            .any(|l| l.starts_with("a failed (1 attempt,") && l.ends_with(", 110 tokens, $0.6000)"))
+            && show.stdout.contains("` continues it, with a higher limit"),
+        "each step's spend, and the way on: {}",
+        show.stdout
+    );
     let runs = crate::common::cli(&sandbox, &["runs"]);
     assert!(runs.stdout.contains("$0.6000"), "{}", runs.stdout);
 
