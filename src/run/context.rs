@@ -2,10 +2,10 @@
 //! settings, the agent runner, the budget and the stop signal. The run's
 //! record is not here: its owner alone holds it (see `owner`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -130,11 +130,15 @@ impl RunContext {
 /// otherwise only warnings, and what the sandbox could not enforce once
 /// per run rather than once per agent, so parallel steps stay readable.
 /// A retry of a model request, or its wait for a rate limit, is a run
-/// event (`llm_retry`, `llm_wait`), with its line.
+/// event (`llm_retry`, `llm_wait`), with its line; of the waits, only
+/// those of a second or more, and one line a reason in `WAIT_LINES_APART`,
+/// since fifty agents meet the same limit together.
 pub struct AgentLines {
     pub progress: Progress,
     pub verbose: bool,
     pub sandbox_notes: Mutex<HashSet<String>>,
+    /// When a wait for each reason was last said.
+    waits_said: Mutex<HashMap<String, Instant>>,
     pub log: EventLog,
     /// What each agent does, for the "still running" lines.
     pub liveness: Arc<Liveness>,
@@ -146,17 +150,45 @@ impl AgentLines {
             progress: Progress::stderr(),
             verbose,
             sandbox_notes: Mutex::new(HashSet::new()),
+            waits_said: Mutex::new(HashMap::new()),
             log,
             liveness,
         }
     }
+
+    /// Whether a wait's line is worth saying now.
+    fn worth_saying(&self, wait: &crate::llm::Waiting) -> bool {
+        if wait.wait.is_none_or(|wait| wait < Duration::from_secs(1)) {
+            return false;
+        }
+        let Ok(mut said) = self.waits_said.lock() else {
+            return true;
+        };
+        let now = Instant::now();
+        let recent = said
+            .get(&wait.reason)
+            .is_some_and(|at| now.duration_since(*at) < WAIT_LINES_APART);
+        if !recent {
+            said.insert(wait.reason.clone(), now);
+        }
+        !recent
+    }
 }
+
+/// The least time between two lines of waits for the same reason.
+const WAIT_LINES_APART: Duration = Duration::from_secs(10);
 
 impl EventSink for AgentLines {
     fn event(&self, agent: &str, event: AgentEvent<'_>) {
         self.liveness.saw(agent, &event);
         if let AgentEvent::ModelDelayed { delay } = &event {
-            self.log.event(&RunEvent::delay(agent, delay));
+            let said = RunEvent::delay(agent, delay);
+            match delay {
+                crate::llm::Delay::Wait(wait) if !self.worth_saying(wait) => {
+                    self.log.event_unsaid(&said);
+                }
+                _ => self.log.event(&said),
+            }
             return;
         }
         let show = match &event {

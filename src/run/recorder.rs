@@ -189,7 +189,7 @@ impl Recorder {
 
     /// Records `event`, and `record` as it stands after it.
     pub fn emit(&self, event: &RunEvent, record: &Arc<RunRecord>) {
-        self.log.write(event, Some(Arc::clone(record)));
+        self.log.write(event, Some(Arc::clone(record)), true);
     }
 
     /// Records `record` as it stands, without an event (counters).
@@ -237,12 +237,18 @@ impl EventLog {
     /// One line in events.jsonl (and on stdout with `--json`), and the
     /// event's human line on stderr.
     pub fn event(&self, event: &RunEvent) {
-        self.write(event, None);
+        self.write(event, None, true);
+    }
+
+    /// The event in events.jsonl (and on stdout with `--json`) only: one
+    /// of many alike whose human line was said already.
+    pub fn event_unsaid(&self, event: &RunEvent) {
+        self.write(event, None, false);
     }
 
     /// The event, and the record as it stands after it, handed over
     /// together, so that a commit point flushes both.
-    fn write(&self, event: &RunEvent, record: Option<Arc<RunRecord>>) {
+    fn write(&self, event: &RunEvent, record: Option<Arc<RunRecord>>, say: bool) {
         let elapsed = self.started.elapsed();
         let line = EventLine {
             at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -254,7 +260,7 @@ impl EventLog {
         if self.json_stdout {
             let _ = self.output.send(ToOutput::Stdout(text.clone()));
         }
-        if let Some(human) = event.human_line() {
+        if let Some(human) = event.human_line().filter(|_| say) {
             let painter = crate::paint::Painter::for_stderr();
             let time = painter.paint("2", &format!("[{:6.1}s]", elapsed.as_secs_f64()));
             let human = match event.colour() {

@@ -60,6 +60,12 @@ fn fifty_agents_keep_to_ten_requests_a_second_together() {
             .any(|w| w["reason"].as_str().unwrap_or("").contains("x-ratelimit")),
         "the waits for the endpoint's limit are events: {waits:?}"
     );
+    let lines = run.stderr.lines().filter(|l| l.contains("model: waiting"));
+    assert!(
+        lines.count() <= 5,
+        "a line a reason now and then, not one for each of 150 waits: {}",
+        run.stderr
+    );
     let written = std::fs::read_dir(sandbox.ws())
         .unwrap()
         .flatten()
