@@ -49,6 +49,46 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub model: ModelFlags,
+
+    #[command(flatten)]
+    pub worst: WorstCaseFlags,
+
+    /// The run's --max-agent-cost, for the worst case [env:
+    /// TROUPE_MAX_AGENT_COST].
+    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars, help_heading = "The worst case")]
+    pub max_agent_cost: Option<f64>,
+}
+
+/// The caps of the run a plan is for, from which `plan` and `validate`
+/// say the most it may cost.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "The worst case")]
+pub struct WorstCaseFlags {
+    /// The run's --max-retries.
+    #[arg(long, value_name = "N", default_value_t = 2, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
+    pub max_retries: u32,
+
+    /// The run's --max-agents.
+    #[arg(long, value_name = "N", default_value_t = 200, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
+    pub max_agents: u32,
+
+    /// The run's --max-cost: with it or --max-agent-cost (or max_cost and
+    /// max_agent_cost in troupe.toml) the plan's last line says the most a
+    /// run of it may cost [env: TROUPE_MAX_COST].
+    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
+    pub max_cost: Option<f64>,
+}
+
+impl WorstCaseFlags {
+    fn caps(&self, max_agent_cost: Option<f64>, sources: &Sources) -> Result<Caps, UsageError> {
+        Ok(Caps {
+            max_retries: self.max_retries,
+            max_agents: self.max_agents,
+            max_cost: crate::settings::money(self.max_cost, sources, "TROUPE_MAX_COST")
+                .map_err(UsageError::Said)?,
+            max_agent_cost,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -73,19 +113,8 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// The run's --max-retries, for the worst case.
-    #[arg(long, value_name = "N", default_value_t = 2, allow_negative_numbers = true, value_parser = crate::settings::numbers::count::<u32>)]
-    pub max_retries: u32,
-
-    /// The run's --max-agents, for the worst case.
-    #[arg(long, value_name = "N", default_value_t = 200, allow_negative_numbers = true, value_parser = crate::settings::numbers::positive::<u32>)]
-    pub max_agents: u32,
-
-    /// The run's --max-cost, for the worst case: with --max-agent-cost
-    /// (or max_cost and max_agent_cost in troupe.toml) the plan's line
-    /// says the most its run may cost [env: TROUPE_MAX_COST].
-    #[arg(long, value_name = "USD", value_parser = crate::settings::numbers::dollars)]
-    pub max_cost: Option<f64>,
+    #[command(flatten)]
+    pub worst: WorstCaseFlags,
 
     /// The agent flags of the run the plan is for: a step's powers may
     /// ask for no more than they (and troupe.toml) give every worker.
@@ -94,6 +123,10 @@ pub struct ValidateArgs {
 }
 
 pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
+    let max_agent_cost =
+        crate::settings::money(args.max_agent_cost, sources, "TROUPE_MAX_AGENT_COST")
+            .map_err(UsageError::Said)?;
+    let caps = args.worst.caps(max_agent_cost, sources)?;
     let model_config = args
         .model
         .resolve_single(Actor::Planner, sources)
@@ -129,6 +162,10 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
         }
     };
     crate::console::err(&render_tree(&plan, |_| None));
+    crate::console::err(&format!(
+        "{}\n",
+        WorstCase::of(plan.steps.len(), caps).describe(caps)
+    ));
     let text = match args.format {
         PlanFormat::Json => {
             let mut json = serde_json::to_string_pretty(&plan).context("cannot encode the plan")?;
@@ -151,13 +188,9 @@ pub async fn plan(args: PlanArgs, sources: &Sources) -> anyhow::Result<ExitCode>
 
 pub fn validate(args: ValidateArgs, sources: &Sources) -> anyhow::Result<ExitCode> {
     let settings = args.agent.settings(sources, Path::new("."), &[], None)?;
-    let caps = Caps {
-        max_retries: args.max_retries,
-        max_agents: args.max_agents,
-        max_cost: crate::settings::money(args.max_cost, sources, "TROUPE_MAX_COST")
-            .map_err(UsageError::Said)?,
-        max_agent_cost: args.agent.max_agent_cost(sources)?,
-    };
+    let caps = args
+        .worst
+        .caps(args.agent.max_agent_cost(sources)?, sources)?;
     let ceiling = crate::run::ceiling::Ceiling::of(&settings);
     let checked = read_plan_file(&args.plan).and_then(|plan| {
         ceiling.check(&plan).map_err(|e| {

@@ -324,3 +324,28 @@ fn validate_says_the_most_a_plan_may_cost_under_the_caps() {
         out.stdout
     );
 }
+
+#[test]
+fn plan_says_the_worst_case_of_the_plan_it_made() {
+    let sandbox = Sandbox::new();
+    let plan = json!({"summary": "two", "steps": [
+        {"id": "a", "description": "do a", "dependencies": []},
+        {"id": "b", "description": "do b", "dependencies": ["a"]},
+    ]});
+    let script = sandbox.script(json!({"rules": [
+        {"role": "planner", "reply": [{"content": plan.to_string()}]},
+    ]}));
+    let mut command = crate::common::troupe();
+    command
+        .args(["plan", "two steps", "--model", &script])
+        .args(["--max-agent-cost", "0.10", "--max-retries", "1"]);
+    let out = crate::common::run(command);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("worst case: $1.20: 12 agents at most, at $0.10 each (--max-agent-cost)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.json()["steps"].as_array().map(Vec::len), Some(2));
+}
