@@ -116,11 +116,12 @@ pub fn shared(endpoint: &str, key: Option<&str>, caps: RateCaps) -> Arc<Governor
     governor
 }
 
-fn fingerprint(key: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    key.hash(&mut hasher);
-    hasher.finish()
+/// FNV-1a: the same in every build, so that troupe processes of two
+/// versions name an endpoint's pause file alike.
+fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Governor {
@@ -231,7 +232,7 @@ impl Governor {
             {
                 (told.0)(&Delay::Wait(Waiting {
                     reason: hold.why.clone(),
-                    wait: hold.until.map(|until| until.saturating_duration_since(now)),
+                    wait: hold.wait(now),
                 }));
             }
             match hold.until {
@@ -273,6 +274,8 @@ impl Drop for Permit<'_> {
 struct Hold {
     why: String,
     until: Option<Instant>,
+    /// Whether `until` is when the wait ends, or only its bound.
+    exact: bool,
 }
 
 impl Hold {
@@ -280,6 +283,7 @@ impl Hold {
         Hold {
             why: why.into(),
             until: Some(until),
+            exact: true,
         }
     }
 
@@ -287,7 +291,15 @@ impl Hold {
         Hold {
             why: why.into(),
             until: None,
+            exact: false,
         }
+    }
+
+    /// How long it waits, where that is known.
+    fn wait(&self, now: Instant) -> Option<Duration> {
+        self.until
+            .filter(|_| self.exact)
+            .map(|until| until.saturating_duration_since(now))
     }
 }
 
@@ -431,10 +443,13 @@ impl State {
             .filter(|_| !self.answered && self.in_flight > 0)
             && now < first + FIRST_ALONE
         {
-            return Some(Hold::until(
-                "the endpoint's first answer, which tells its limits",
-                first + FIRST_ALONE,
-            ));
+            return Some(Hold {
+                exact: false,
+                ..Hold::until(
+                    "the endpoint's first answer, which tells its limits",
+                    first + FIRST_ALONE,
+                )
+            });
         }
         if let Some(most) = self.concurrency.filter(|most| self.in_flight >= *most) {
             return Some(Hold::slot(format!(
