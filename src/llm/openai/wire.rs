@@ -190,6 +190,9 @@ pub struct WireUsage {
     /// DeepSeek's.
     #[serde(default)]
     pub prompt_cache_hit_tokens: Option<u64>,
+    /// Moonshot's (Kimi), beside the tokens.
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
     /// What the provider charged, in dollars (OpenRouter's `usage.cost`).
     #[serde(default)]
     pub cost: Option<f64>,
@@ -209,6 +212,7 @@ impl WireUsage {
         let completion = self.completion_tokens.unwrap_or(0);
         let cached = (self.prompt_tokens_details.and_then(|d| d.cached_tokens))
             .or(self.prompt_cache_hit_tokens)
+            .or(self.cached_tokens)
             .unwrap_or(0)
             .min(prompt);
         let usage = Usage {
@@ -260,5 +264,36 @@ impl WireMessage {
             reasoning_content: self.reasoning_content.or(self.reasoning),
             extra,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_tokens_are_read_in_each_providers_shape() {
+        let cached = |usage: serde_json::Value| {
+            serde_json::from_value::<WireUsage>(usage)
+                .map(|u| u.into_usage(None).cached)
+                .ok()
+        };
+        let tokens = serde_json::json!({"prompt_tokens": 100, "completion_tokens": 5});
+        let with = |extra: serde_json::Value| {
+            let mut usage = tokens.clone();
+            if let (Some(usage), Some(extra)) = (usage.as_object_mut(), extra.as_object()) {
+                usage.extend(extra.clone());
+            }
+            usage
+        };
+        let openai = with(serde_json::json!({"prompt_tokens_details": {"cached_tokens": 40}}));
+        let deepseek = with(serde_json::json!({"prompt_cache_hit_tokens": 30}));
+        let moonshot = with(serde_json::json!({"cached_tokens": 20}));
+        let beyond = with(serde_json::json!({"cached_tokens": 500}));
+        assert_eq!(cached(openai), Some(40));
+        assert_eq!(cached(deepseek), Some(30));
+        assert_eq!(cached(moonshot), Some(20));
+        assert_eq!(cached(beyond), Some(100), "never more than the prompt");
+        assert_eq!(cached(tokens), Some(0));
     }
 }
