@@ -274,10 +274,7 @@ pub async fn apply(
     )?;
     if !applied.written.is_empty() {
         let index = scratch.join(SCRATCH[0]);
-        let place = Place {
-            work_tree: Some(workspace),
-            index: Some(&index),
-        };
+        let place = Place::with_index(workspace, &index);
         let result = async {
             git.run(&place, ["read-tree", head]).await?;
             let mut args = vec!["checkout-index", "-f", "-q", "--"];
@@ -477,10 +474,7 @@ async fn differing(
     paths: &[&str],
 ) -> Result<Vec<String>, GitError> {
     let index = scratch.join(SCRATCH[1]);
-    let place = Place {
-        work_tree: Some(workspace),
-        index: Some(&index),
-    };
+    let place = Place::with_index(workspace, &index);
     let result = async {
         git.run(&place, ["read-tree", tree]).await?;
         // Stat data for the files that match, so that only real changes

@@ -73,10 +73,7 @@ impl Ignores {
 
 impl Checker {
     fn start(&self, git: &Git, rules: &Path) -> Result<(), GitError> {
-        let place = Place {
-            work_tree: Some(rules),
-            index: None,
-        };
+        let place = Place::tree(rules);
         self.piped.start(git, &place, &ARGS)
     }
 

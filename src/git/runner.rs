@@ -92,6 +92,24 @@ pub struct Place<'a> {
     pub index: Option<&'a Path>,
 }
 
+impl<'a> Place<'a> {
+    /// The work tree `dir`, with the repository's own index.
+    pub fn tree(dir: &'a Path) -> Self {
+        Place {
+            work_tree: Some(dir),
+            index: None,
+        }
+    }
+
+    /// The work tree `dir`, with the index `index`.
+    pub fn with_index(dir: &'a Path, index: &'a Path) -> Self {
+        Place {
+            work_tree: Some(dir),
+            index: Some(index),
+        }
+    }
+}
+
 impl Git {
     /// The repository whose git directory is `git_dir`.
     pub fn new(git_dir: PathBuf) -> Git {

@@ -64,10 +64,7 @@ async fn ignored<'a>(
         "--".to_string(),
     ];
     args.extend(paths.map(|p| p.display().to_string()));
-    let place = Place {
-        work_tree: Some(checkout),
-        index: None,
-    };
+    let place = Place::tree(checkout);
     let out = git.output(&place, &args).await?;
     Ok(out.stdout.lines().map(PathBuf::from).collect())
 }

@@ -134,10 +134,7 @@ impl Worktrees {
         checkout: &Checkout,
         message: &str,
     ) -> Result<upper::Made, IsolationError> {
-        let place = Place {
-            work_tree: Some(&checkout.dir),
-            index: None,
-        };
+        let place = Place::tree(&checkout.dir);
         checkout.git.run(&place, ["add", "-A"]).await?;
         let tree = checkout.git.run(&place, ["write-tree"]).await?;
         let tree = tree.trim().to_string();

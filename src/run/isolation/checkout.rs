@@ -79,10 +79,7 @@ impl Worktrees {
                 checkout.layers = Some(layers);
             }
             None => {
-                let place = Place {
-                    work_tree: Some(&checkout.dir),
-                    index: None,
-                };
+                let place = Place::tree(&checkout.dir);
                 let start = rebased.as_ref().map_or("HEAD", |r| r.tree.as_str());
                 checkout
                     .git

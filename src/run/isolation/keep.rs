@@ -48,10 +48,7 @@ impl Worktrees {
         .await?;
         let own_index = checkout.git.git_dir.join("index");
         let _ = std::fs::remove_file(&own_index);
-        let place = Place {
-            work_tree: Some(&checkout.dir),
-            index: None,
-        };
+        let place = Place::tree(&checkout.dir);
         checkout
             .git
             .run(&place, ["read-tree", "--reset", "-u", &made.tree])

@@ -243,10 +243,7 @@ async fn snapshot(
     // this run's own scratch.
     let _ = std::fs::remove_file(&index);
     let _ = std::fs::remove_file(run_dir.join("snapshot.index.lock"));
-    let place = Place {
-        work_tree: Some(workspace),
-        index: Some(&index),
-    };
+    let place = Place::with_index(workspace, &index);
     let exclude = format!(":(exclude){RESULTS_DIR}");
     let add = [
         "-c",

@@ -85,10 +85,7 @@ pub async fn seed(
     lock.push(".lock");
     let _ = std::fs::remove_file(&lock);
     let _ = std::fs::remove_file(index);
-    let place = Place {
-        work_tree: Some(upper),
-        index: Some(index),
-    };
+    let place = Place::with_index(upper, index);
     let checked_out = async {
         git.run(&place, ["read-tree", rebased.tree.as_str()])
             .await?;

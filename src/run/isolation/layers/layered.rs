@@ -125,10 +125,7 @@ pub async fn ignored_in(
     git: &Git,
     workspace: &Path,
 ) -> Result<Option<Vec<String>>, IsolationError> {
-    let place = Place {
-        work_tree: Some(workspace),
-        index: None,
-    };
+    let place = Place::tree(workspace);
     let exclude = format!(
         ":(exclude){RESULTS_DIR}",
         RESULTS_DIR = crate::protocol::RESULTS_DIR
@@ -290,8 +287,8 @@ impl Bases {
             if std::fs::rename(&self.snapshot_index, &index).is_err() {
                 let _ = std::fs::remove_file(&index);
                 let place = Place {
-                    work_tree: None,
                     index: Some(&index),
+                    ..Place::default()
                 };
                 git.run(&place, ["read-tree", commit]).await?;
             }
@@ -328,10 +325,7 @@ impl Bases {
         })
         .await?;
         let _ = std::fs::remove_file(&index);
-        let place = Place {
-            work_tree: Some(&dir),
-            index: Some(&index),
-        };
+        let place = Place::with_index(&dir, &index);
         git.run(&place, ["read-tree", "--reset", "-u", commit])
             .await?;
         Ok(vec![dir])

@@ -192,10 +192,7 @@ pub async fn write(
         Ok(std::fs::copy(&seed, &index).is_ok())
     })
     .await?;
-    let place = Place {
-        work_tree: Some(dir),
-        index: Some(index),
-    };
+    let place = Place::with_index(dir, index);
     let Heads { snapshot, head, .. } = heads;
     if seeded {
         git.run(&place, ["read-tree", "-m", "-u", snapshot, head])
