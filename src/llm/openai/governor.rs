@@ -434,7 +434,7 @@ impl State {
     fn hold(&self, now: Instant, tokens: u64) -> Option<Hold> {
         if let Some(until) = self.paused_until.filter(|until| *until > now) {
             return Some(Hold::until(
-                "the endpoint asked to pause (Retry-After)",
+                "the pause the endpoint asked for (Retry-After)",
                 until,
             ));
         }
