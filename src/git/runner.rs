@@ -141,8 +141,7 @@ impl Git {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let args: Vec<std::ffi::OsString> =
-            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let args: Vec<S> = args.into_iter().collect();
         let out = self.output(place, &args).await?;
         match out.success {
             true => Ok(out.stdout),
@@ -158,14 +157,10 @@ impl Git {
         args: &[S],
         file: std::fs::File,
     ) -> Result<(), GitError> {
-        let out = self.call(place, args, Some(file)).await?;
+        let out = as_text(self.exec(place, args, Some(file), None).await?);
         match out.success {
             true => Ok(()),
-            false => {
-                let args: Vec<std::ffi::OsString> =
-                    args.iter().map(|a| a.as_ref().to_owned()).collect();
-                Err(failed(&args, &out))
-            }
+            false => Err(failed(args, &out)),
         }
     }
 
@@ -194,7 +189,6 @@ impl Git {
                 source: std::io::Error::other("git has no pipes"),
             });
         };
-        let owned: Vec<std::ffi::OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
         let work = async {
             let mut said = Vec::new();
             let (split, _) = tokio::join!(
@@ -211,14 +205,14 @@ impl Git {
             match (split, out.success) {
                 (Ok(records), true) => Ok(records),
                 (Err(e), true) => Err(GitError::Failed {
-                    args: said_of(&owned),
+                    args: said_of(args),
                     status: "exit 0".to_string(),
                     stderr: format!("what it printed could not be kept: {e}"),
                 }),
-                (_, false) => Err(failed(&owned, &out)),
+                (_, false) => Err(failed(args, &out)),
             }
         };
-        let done = self.bounded(|| said_of(&owned), work).await;
+        let done = self.bounded(|| said_of(args), work).await;
         if done.is_err()
             && let Some(pgid) = pgid
         {
@@ -239,11 +233,7 @@ impl Git {
         let out = self.exec(place, args, None, input).await?;
         match out.status.success() {
             true => Ok(out.stdout),
-            false => {
-                let args: Vec<std::ffi::OsString> =
-                    args.iter().map(|a| a.as_ref().to_owned()).collect();
-                Err(failed(&args, &as_text(out)))
-            }
+            false => Err(failed(args, &as_text(out))),
         }
     }
 
@@ -264,18 +254,14 @@ impl Git {
         place: &Place<'_>,
         args: &[S],
     ) -> Result<Output, GitError> {
-        self.call(place, args, None).await
+        Ok(as_text(self.exec(place, args, None, None).await?))
     }
 
-    async fn call<S: AsRef<OsStr>>(
-        &self,
-        place: &Place<'_>,
-        args: &[S],
-        stdout: Option<std::fs::File>,
-    ) -> Result<Output, GitError> {
-        Ok(as_text(self.exec(place, args, stdout, None).await?))
-    }
-
+    /// `git args`' output, with its stdout into a file or kept, and
+    /// `input` written to its stdin while it runs (a git that answers as it
+    /// reads would block on a full pipe otherwise), within the call limit
+    /// and unless the run's stop comes first; either way its process group
+    /// is killed.
     async fn exec<S: AsRef<OsStr>>(
         &self,
         place: &Place<'_>,
@@ -283,14 +269,39 @@ impl Git {
         stdout: Option<std::fs::File>,
         input: Option<Vec<u8>>,
     ) -> Result<std::process::Output, GitError> {
-        let command = self.prepared(place, args)?;
-        let said = || {
-            args.iter()
-                .map(|a| a.as_ref().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
+        let mut command = self.prepared(place, args)?;
+        let stdout = match stdout {
+            Some(file) => std::process::Stdio::from(file),
+            None => std::process::Stdio::piped(),
         };
-        bounded(command, (stdout, input), self.stop.as_ref(), said).await
+        if input.is_some() {
+            command.stdin(std::process::Stdio::piped());
+        }
+        let mut child = command
+            .stdout(stdout)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|source| GitError::Missing { source })?;
+        let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+        let pipe = child.stdin.take();
+        let fed = async move {
+            if let (Some(mut pipe), Some(input)) = (pipe, input) {
+                // A git that stops reading has failed, and says why on its
+                // stderr; the pipe closes when dropped, which ends its input.
+                let _ = pipe.write_all(&input).await;
+            }
+        };
+        let finished = async {
+            let (out, ()) = tokio::join!(child.wait_with_output(), fed);
+            out
+        };
+        let done = self.bounded(|| said_of(args), finished).await;
+        if done.is_err()
+            && let Some(pgid) = pgid
+        {
+            crate::process::kill_group(pgid);
+        }
+        done?.map_err(|source| GitError::Missing { source })
     }
 
     /// `work` (an exchange with a long-lived git), within the call limit
@@ -356,61 +367,9 @@ fn as_text(out: std::process::Output) -> Output {
     }
 }
 
-/// `command`'s output, with its stdout into a file or kept, and `input`
-/// written to its stdin while it runs (a git that answers as it reads
-/// would block on a full pipe otherwise), within the call limit and
-/// unless `stop` comes first; either way its process group is killed.
-async fn bounded(
-    mut command: Command,
-    (stdout, input): (Option<std::fs::File>, Option<Vec<u8>>),
-    stop: Option<&StopSignal>,
-    said: impl Fn() -> String,
-) -> Result<std::process::Output, GitError> {
-    let stdout = match stdout {
-        Some(file) => std::process::Stdio::from(file),
-        None => std::process::Stdio::piped(),
-    };
-    if input.is_some() {
-        command.stdin(std::process::Stdio::piped());
-    }
-    let mut child = command
-        .stdout(stdout)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|source| GitError::Missing { source })?;
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
-    let pipe = child.stdin.take();
-    let fed = async move {
-        if let (Some(mut pipe), Some(input)) = (pipe, input) {
-            // A git that stops reading has failed, and says why on its
-            // stderr; the pipe closes when dropped, which ends its input.
-            let _ = pipe.write_all(&input).await;
-        }
-    };
-    let finished = async {
-        let (out, ()) = tokio::join!(child.wait_with_output(), fed);
-        out
-    };
-    let stopped = async {
-        match stop {
-            Some(stop) => stop.stopped().await,
-            None => std::future::pending().await,
-        }
-    };
-    let ended = tokio::select! {
-        out = finished => return out.map_err(|source| GitError::Missing { source }),
-        () = tokio::time::sleep(CALL_LIMIT) => GitError::TimedOut { args: said() },
-        cause = stopped => GitError::Stopped { args: said(), cause },
-    };
-    if let Some(pgid) = pgid {
-        crate::process::kill_group(pgid);
-    }
-    Err(ended)
-}
-
-fn said_of(args: &[std::ffi::OsString]) -> String {
+fn said_of<S: AsRef<OsStr>>(args: &[S]) -> String {
     args.iter()
-        .map(|a| a.to_string_lossy())
+        .map(|a| a.as_ref().to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -490,7 +449,7 @@ fn command() -> Command {
     command
 }
 
-fn failed(args: &[std::ffi::OsString], out: &Output) -> GitError {
+fn failed<S: AsRef<OsStr>>(args: &[S], out: &Output) -> GitError {
     GitError::Failed {
         args: said_of(args),
         status: match out.code {
