@@ -275,7 +275,7 @@ async fn conduct(
     opening: Opening,
 ) -> std::io::Result<u8> {
     let ctx = owner.context();
-    match opening {
+    let held = match opening {
         Opening::Plan { goal, plan } => {
             let event = RunEvent::RunStarted {
                 run_id: owner.record().run_id.clone(),
@@ -293,13 +293,7 @@ async fn conduct(
                 },
             };
             start(owner, &plan).await?;
-            if let Err(reason) = isolate(owner, &plan).await {
-                // Cut short by the run's stop, it is the run that stopped.
-                if ctx.stop.cause().is_some() {
-                    return Ok(owner.finish());
-                }
-                return Ok(isolation_failed(owner, reason.to_string()));
-            }
+            isolate(owner, &plan).await
         }
         Opening::Resume { again } => {
             let event = RunEvent::RunResumed {
@@ -314,18 +308,19 @@ async fn conduct(
             }));
             // Killed before its isolation was chosen: chosen now, before
             // any step runs; a run that shares the workspace holds it again.
-            let held = match resume::isolation_of(run) {
+            match resume::isolation_of(run) {
                 None => isolate(owner, &plan).await,
                 Some(IsolationMode::Shared) => ctx.hold_workspace(),
                 Some(_) => Ok(()),
-            };
-            if let Err(reason) = held {
-                if ctx.stop.cause().is_some() {
-                    return Ok(owner.finish());
-                }
-                return Ok(isolation_failed(owner, reason.to_string()));
             }
         }
+    };
+    if let Err(reason) = held {
+        // Cut short by the run's stop, it is the run that stopped.
+        if ctx.stop.cause().is_some() {
+            return Ok(owner.finish());
+        }
+        return Ok(isolation_failed(owner, reason.to_string()));
     }
     if let Some(deadline) = ctx.team.deadline {
         let stop = ctx.stop.clone();
