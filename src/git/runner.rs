@@ -304,6 +304,22 @@ impl Git {
         done?.map_err(|source| GitError::Missing { source })
     }
 
+    /// The tree `git merge-tree` makes of `ours` and `theirs`, or, when
+    /// they conflict, what it printed: the tree and the conflicted paths.
+    pub async fn merge_tree(
+        &self,
+        ours: &str,
+        theirs: &str,
+    ) -> Result<Result<String, String>, GitError> {
+        let args = ["merge-tree", "--write-tree", "--name-only", ours, theirs];
+        let out = self.output(&Place::default(), &args).await?;
+        match (out.code, out.stdout.lines().next()) {
+            (Some(0), Some(tree)) => Ok(Ok(tree.trim().to_string())),
+            (Some(1), _) => Ok(Err(out.stdout)),
+            _ => Err(failed(&args, &out)),
+        }
+    }
+
     /// `work` (an exchange with a long-lived git), within the call limit
     /// and unless the run's stop comes first.
     pub async fn bounded<T>(

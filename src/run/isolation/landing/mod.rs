@@ -15,7 +15,7 @@ pub(super) mod lineage;
 use self::conflict::Conflict;
 use super::stat::Raw;
 use super::{Durability, Head, IsolationError, Landing, LandingIntent, Worktrees, io, off_runtime};
-use crate::git::{GitError, Place};
+use crate::git::Place;
 use crate::record::ChangeRecord;
 
 /// An approved change waiting for the branch.
@@ -218,28 +218,13 @@ impl Worktrees {
     ) -> Result<Result<(String, String), Conflict>, IsolationError> {
         let commit = waiting.commit.as_str();
         let here = Place::default();
-        let args = [
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            &head.commit,
-            commit,
-        ];
-        let out = self.git.output(&here, &args).await?;
-        let Some(tree) = out.stdout.lines().next().filter(|_| out.code == Some(0)) else {
-            return match out.code {
-                Some(1) => Ok(Err(Conflict::read(&self.git, &out.stdout).await)),
-                _ => Err(GitError::Failed {
-                    args: args.join(" "),
-                    status: format!("{:?}", out.code),
-                    stderr: out.stderr,
-                }
-                .into()),
-            };
+        let tree = match self.git.merge_tree(&head.commit, commit).await? {
+            Ok(tree) => tree,
+            Err(printed) => return Ok(Err(Conflict::read(&self.git, &printed).await)),
         };
         let message = landing_message(&[waiting]);
         let parents = ["-p", head.commit.as_str(), "-p", commit];
-        let mut args = vec!["commit-tree", tree];
+        let mut args = vec!["commit-tree", tree.as_str()];
         args.extend(parents);
         args.extend(["-m", &message]);
         let merge = self.git.run(&here, args).await?;

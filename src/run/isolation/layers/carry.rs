@@ -31,19 +31,8 @@ pub async fn rebase(
     rejected: &str,
 ) -> Result<Option<Rebased>, IsolationError> {
     let here = Place::default();
-    let args = ["merge-tree", "--write-tree", "--name-only", head, rejected];
-    let out = git.output(&here, &args).await?;
-    let tree = match (out.code, out.stdout.lines().next()) {
-        (Some(0), Some(tree)) => tree.trim().to_string(),
-        (Some(1), _) => return Ok(None),
-        _ => {
-            return Err(GitError::Failed {
-                args: args.join(" "),
-                status: format!("{:?}", out.code),
-                stderr: out.stderr,
-            }
-            .into());
-        }
+    let Ok(tree) = git.merge_tree(head, rejected).await? else {
+        return Ok(None);
     };
     let status = git
         .run(
