@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::limits::{RateHeaders, Reported};
+use crate::fsutil::Durability;
 use crate::llm::{Delay, DelayObserver, LlmError, Waiting};
 
 /// The user's own bounds on an endpoint (`--max-requests-per-minute`,
@@ -133,9 +134,11 @@ impl Governor {
         }
     }
 
-    /// The pause another process of the workspace wrote, if one is on.
+    /// The pause another process of the workspace wrote, if one is on:
+    /// read as every record troupe reads back is, a regular file through
+    /// no link and bounded, since any process there may have written it.
     fn shared_pause(&self) -> Option<Instant> {
-        let text = std::fs::read_to_string(self.shared.as_ref()?).ok()?;
+        let text = crate::fsutil::read_record(self.shared.as_ref()?).ok()?;
         let until = UNIX_EPOCH + Duration::from_millis(text.trim().parse().ok()?);
         let left = until.duration_since(SystemTime::now()).ok()?;
         Some(Instant::now() + left.min(LONGEST_WAIT))
@@ -151,17 +154,11 @@ impl Governor {
         let Ok(millis) = until.duration_since(UNIX_EPOCH) else {
             return;
         };
-        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-        let written = path
-            .parent()
-            .map(std::fs::create_dir_all)
-            .transpose()
-            .is_ok()
-            && std::fs::write(&tmp, millis.as_millis().to_string()).is_ok()
-            && std::fs::rename(&tmp, path).is_ok();
-        if !written {
-            let _ = std::fs::remove_file(&tmp);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
         }
+        let millis = millis.as_millis().to_string();
+        let _ = crate::fsutil::write_atomic(path, millis.as_bytes(), Durability::Atomic);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
