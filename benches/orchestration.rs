@@ -406,10 +406,8 @@ fn broker(bench: &mut Bench) {
         ]}),
         reviewer(),
     ];
-    let mut binaries = vec![("this commit", TROUPE.to_string())];
-    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
     const S: &str = "15. broker";
-    for (label, troupe) in binaries {
+    for (label, troupe) in this_and_baseline() {
         let setup = Setup::new(&plan, rules.clone());
         std::fs::create_dir_all(setup.ws()).expect("the workspace");
         let (_, record) = setup.run_binary(&troupe, &["--allow-host", &host], &[], |_| {});
@@ -453,38 +451,17 @@ fn rate_limit(bench: &mut Bench) {
     const S: &str = "16. rate limit";
     const LIMIT: u64 = 10;
     let steps = if bench.quick { 20 } else { 50 };
-    let plan = json!({"summary": "rate", "steps": (0..steps)
-        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
-        .collect::<Vec<_>>()});
-    let mut binaries = vec![("this commit", TROUPE.to_string())];
-    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
-    for (label, troupe) in binaries {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).expect("the workspace");
-        std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("the plan");
+    for (label, troupe) in this_and_baseline() {
         let endpoint =
             rate_limited::RateLimited::start(LIMIT, Duration::from_millis(model_latency()));
+        let parallel = steps.to_string();
         let started = Instant::now();
-        let status = Command::new(&troupe)
-            .args(["run", "--plan"])
-            .arg(dir.path().join("plan.json"))
-            .arg("--workspace")
-            .arg(&ws)
-            .args(["--model", "bench-model", "--base-url", &endpoint.url])
-            .args([
-                "--isolation",
-                "shared",
-                "--max-parallel",
-                &steps.to_string(),
-            ])
-            .args(["--max-replans", "0", "--api-key-env", "TROUPE_BENCH_NO_KEY"])
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("start troupe");
+        let success = fan_out_against(
+            &troupe,
+            steps,
+            &endpoint.url,
+            &["--isolation", "shared", "--max-parallel", &parallel],
+        );
         let wall = started.elapsed();
         let counts = endpoint.counts();
         let ideal = (counts.answered - counts.limited) as f64 / LIMIT as f64;
@@ -507,7 +484,7 @@ fn rate_limit(bench: &mut Bench) {
             &format!("the run succeeded, {label}"),
             "1 = yes",
             "",
-            f64::from(u8::from(status.success())),
+            f64::from(u8::from(success)),
         );
     }
 }
@@ -523,33 +500,11 @@ fn rate_limit(bench: &mut Bench) {
 /// agent alone (where only what agents share can repeat).
 fn prefix_share(bench: &mut Bench) {
     const S: &str = "17. prompt prefix share";
-    let steps = 12;
-    let plan = json!({"summary": "prefix", "steps": (0..steps)
-        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
-        .collect::<Vec<_>>()});
-    let mut binaries = vec![("this commit", TROUPE.to_string())];
-    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
-    for (label, troupe) in binaries {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).expect("the workspace");
-        std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("the plan");
+    for (label, troupe) in this_and_baseline() {
         let endpoint = rate_limited::RateLimited::start(1000, Duration::ZERO);
-        let status = Command::new(&troupe)
-            .args(["run", "--plan"])
-            .arg(dir.path().join("plan.json"))
-            .arg("--workspace")
-            .arg(&ws)
-            .args(["--model", "bench-model", "--base-url", &endpoint.url])
-            .args(["--isolation", "auto", "--max-parallel", "4"])
-            .args(["--max-replans", "0", "--api-key-env", "TROUPE_BENCH_NO_KEY"])
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("start troupe");
-        assert!(status.success(), "the prefix run of {label} failed");
+        let extra = ["--isolation", "auto", "--max-parallel", "4"];
+        let success = fan_out_against(&troupe, 12, &endpoint.url, &extra);
+        assert!(success, "the prefix run of {label} failed");
         let requests = endpoint.requests();
         let laid_out: Vec<String> = requests
             .iter()
@@ -595,6 +550,42 @@ fn prefix_share(bench: &mut Bench) {
             all as f64 / requests.len().max(1) as f64 / 1000.0,
         );
     }
+}
+
+/// This commit's troupe, and the baseline's when `TROUPE_BENCH_BASELINE`
+/// names one, with their labels.
+fn this_and_baseline() -> Vec<(&'static str, String)> {
+    let mut binaries = vec![("this commit", TROUPE.to_string())];
+    binaries.extend(baseline_troupe().map(|troupe| ("the baseline", troupe)));
+    binaries
+}
+
+/// `troupe run` of `steps` independent steps, each writing one file, in a
+/// workspace of its own, against the endpoint at `url`, with `extra`
+/// flags; whether it succeeded.
+fn fan_out_against(troupe: &str, steps: usize, url: &str, extra: &[&str]) -> bool {
+    let plan = json!({"summary": "fan-out", "steps": (0..steps)
+        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
+        .collect::<Vec<_>>()});
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("the workspace");
+    std::fs::write(dir.path().join("plan.json"), plan.to_string()).expect("the plan");
+    Command::new(troupe)
+        .args(["run", "--plan"])
+        .arg(dir.path().join("plan.json"))
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--model", "bench-model", "--base-url", url])
+        .args(["--max-replans", "0", "--api-key-env", "TROUPE_BENCH_NO_KEY"])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("start troupe")
+        .success()
 }
 
 /// How many bytes `a` and `b` begin with alike.

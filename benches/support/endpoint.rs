@@ -3,7 +3,7 @@
 //! written its answer, summed over the requests. What the agent waited
 //! beyond that is what troupe's relay added.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,28 +67,7 @@ fn serve(
     };
     let mut reader = BufReader::new(stream);
     let mut writer = writer;
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while crate::rate_limited::read_request(&mut reader).is_some() {
         let held = Instant::now();
         let n = count.fetch_add(1, Ordering::Relaxed);
         std::thread::sleep(latency);

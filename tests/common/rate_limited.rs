@@ -125,26 +125,7 @@ fn serve(stream: TcpStream, latency: Duration, seen: &Seen) {
         return;
     };
     let mut reader = BufReader::new(stream);
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) if line == "\r\n" => break,
-                Ok(_) => {}
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some(body) = read_request(&mut reader) {
         let (admitted, headers) = admit(&seen.window);
         let (status, answer) = match admitted {
             true => {
@@ -176,6 +157,29 @@ fn serve(stream: TcpStream, latency: Duration, seen: &Seen) {
             return;
         }
     }
+}
+
+/// The body of the next request on a kept-alive connection, `None` once
+/// it closes.
+pub fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+    let mut length = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) if line == "\r\n" => break,
+            Ok(_) => {}
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
 }
 
 /// The answer to `request`: a worker (offered `finish_task`) writes a

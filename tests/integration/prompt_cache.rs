@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::common::rate_limited::RateLimited;
 use crate::common::{Sandbox, run, troupe};
@@ -14,15 +14,8 @@ use crate::common::{Sandbox, run, troupe};
 fn every_agent_of_a_role_opens_with_the_same_tools_and_system_prompt() {
     let sandbox = Sandbox::new();
     std::fs::create_dir_all(sandbox.ws()).unwrap();
-    let steps: Vec<Value> = (0..4)
-        .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
-        .collect();
     let plan = sandbox.root().join("plan.json");
-    std::fs::write(
-        &plan,
-        json!({"summary": "four", "steps": steps}).to_string(),
-    )
-    .unwrap();
+    std::fs::write(&plan, crate::rate::fan_out(4).to_string()).unwrap();
     let endpoint = RateLimited::start(1000, Duration::ZERO);
     let mut command = troupe();
     command

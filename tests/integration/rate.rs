@@ -13,7 +13,7 @@ use crate::common::{Sandbox, run, spawn_command, troupe};
 use crate::http_client::{finish_call, spawn_against, write_call};
 
 /// A plan of `steps` independent steps.
-fn fan_out(steps: usize) -> Value {
+pub fn fan_out(steps: usize) -> Value {
     let steps: Vec<Value> = (0..steps)
         .map(|n| json!({"id": format!("s{n}"), "description": format!("write the file of step s{n}"), "dependencies": []}))
         .collect();
