@@ -376,19 +376,11 @@ async fn start(owner: &mut Owner<'_>, plan: &Plan) -> std::io::Result<()> {
     let ctx = owner.context();
     let file = ctx.run_dir.join("plan.json");
     save_json(&file, plan).await?;
-    let event = RunEvent::PlanReady {
-        round: 0,
-        summary: plan.summary.clone(),
-        steps: plan.steps.len(),
-        levels: levels(plan).len(),
-        file: ctx.show(&file),
-    };
-    owner.emit(event, |run| {
+    owner.plan_ready(0, plan, &file, |run| {
         run.status = RunStatus::Running;
         run.plan_summary = plan.summary.clone();
         run.steps = plan.steps.iter().map(|s| StepRecord::new(s, 0)).collect();
     });
-    crate::console::progress(&render_tree(plan, |_| None));
     Ok(())
 }
 
@@ -501,26 +493,12 @@ fn isolation_failed(owner: &mut Owner<'_>, reason: String) -> u8 {
 /// and ends it as an invalid plan (exit 2); either way with its totals
 /// and `run_finished`.
 fn no_plan(owner: &mut Owner<'_>, failure: PlanFailure) -> u8 {
-    let ctx = owner.context();
-    let said = failure.to_string();
-    let (event, exit_code) = match failure {
-        PlanFailure::NoAnswer(reason) => {
-            (RunEvent::PlannerFailed { round: 0, reason }, EXIT_FAILED)
-        }
-        PlanFailure::Invalid { reason, answer } => {
-            let saved = ctx.save_planner_answer("invalid-plan.txt", &answer);
-            let saved = ctx.show(&saved);
-            (
-                RunEvent::PlanInvalid {
-                    round: 0,
-                    reason,
-                    saved,
-                },
-                EXIT_INVALID_PLAN,
-            )
-        }
+    let exit_code = match failure {
+        PlanFailure::NoAnswer(_) => EXIT_FAILED,
+        PlanFailure::Invalid { .. } => EXIT_INVALID_PLAN,
     };
-    owner.emit(event, |run| run.reason = Some(said));
+    let said = failure.to_string();
+    owner.plan_failed(0, failure, |run| run.reason = Some(said));
     owner.close(RunStatus::Failed, exit_code)
 }
 

@@ -12,6 +12,7 @@
 //! that did not complete are replaced by the new plan.
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -27,6 +28,7 @@ use super::recorder::Recorder;
 use super::replan::{replaced_by_replan, replan_input, replan_reason};
 use super::step::{ReviewOutcome, StepEnd, StepEvent, StepStart, run_step};
 use super::summary::summary_table;
+use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::AgentRole;
 use crate::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
 use crate::signal::StopCause;
@@ -60,6 +62,52 @@ impl<'c> Owner<'c> {
     pub fn emit(&mut self, event: RunEvent, update: impl FnOnce(&mut RunRecord)) {
         self.change(update);
         self.recorder.emit(&event, &self.record);
+    }
+
+    /// Says that the plan of `round`, saved as `file`, is ready, with
+    /// `update` to the record, and shows it.
+    pub fn plan_ready(
+        &mut self,
+        round: u32,
+        plan: &Plan,
+        file: &Path,
+        update: impl FnOnce(&mut RunRecord),
+    ) {
+        let event = RunEvent::PlanReady {
+            round,
+            summary: plan.summary.clone(),
+            steps: plan.steps.len(),
+            levels: levels(plan).len(),
+            file: self.ctx.show(file),
+        };
+        self.emit(event, update);
+        crate::console::progress(&render_tree(plan, |_| None));
+    }
+
+    /// Says that the planner gave no plan in `round`, with `update` to
+    /// the record; an answer that was no valid plan is saved for the user.
+    pub fn plan_failed(
+        &mut self,
+        round: u32,
+        failure: PlanFailure,
+        update: impl FnOnce(&mut RunRecord),
+    ) {
+        let event = match failure {
+            PlanFailure::NoAnswer(reason) => RunEvent::PlannerFailed { round, reason },
+            PlanFailure::Invalid { reason, answer } => {
+                let name = match round {
+                    0 => "invalid-plan.txt".to_string(),
+                    round => format!("invalid-replan-{round}.txt"),
+                };
+                let saved = self.ctx.show(&self.ctx.save_planner_answer(&name, &answer));
+                RunEvent::PlanInvalid {
+                    round,
+                    reason,
+                    saved,
+                }
+            }
+        };
+        self.emit(event, update);
     }
 
     /// `emit`, then waits until the record is on disk: an intent troupe
@@ -602,31 +650,10 @@ impl<'c> Owner<'c> {
                     run.steps
                         .extend(plan.steps.iter().map(|s| StepRecord::new(s, round)));
                 });
-                let event = RunEvent::PlanReady {
-                    round,
-                    summary: plan.summary.clone(),
-                    steps: plan.steps.len(),
-                    levels: crate::plan::levels(&plan).len(),
-                    file: self.ctx.show(&file),
-                };
-                self.emit(event, |_| {});
-                crate::console::progress(&crate::plan::render_tree(&plan, |_| None));
+                self.plan_ready(round, &plan, &file, |_| {});
             }
             Err(failure) => {
-                let event = match failure {
-                    PlanFailure::NoAnswer(reason) => RunEvent::PlannerFailed { round, reason },
-                    PlanFailure::Invalid { reason, answer } => {
-                        let name = format!("invalid-replan-{round}.txt");
-                        let saved = self.ctx.save_planner_answer(&name, &answer);
-                        let saved = self.ctx.show(&saved);
-                        RunEvent::PlanInvalid {
-                            round,
-                            reason,
-                            saved,
-                        }
-                    }
-                };
-                self.emit(event, |_| {});
+                self.plan_failed(round, failure, |_| {});
                 let failed: Vec<String> = self
                     .record
                     .steps
