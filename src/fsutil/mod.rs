@@ -41,6 +41,15 @@ pub fn open_up_dirs(dir: &Path) {
     }
 }
 
+/// Removes `dir` and all under it, through no link; nothing there is
+/// nothing to do.
+pub fn remove_dir_if_there(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// `path` with `.` and `..` removed without touching the file system.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();

@@ -123,6 +123,13 @@ pub fn create_new_dir(path: &Path) -> io::Result<OwnedFd> {
     open_dir_at(dir.as_fd(), name).map_err(|e| explain(dir.as_fd(), name, e))
 }
 
+/// `create_new_dir`, once what a killed troupe left at `path` (troupe's
+/// own, half written) is removed.
+pub fn remake_dir(path: &Path) -> io::Result<OwnedFd> {
+    super::remove_dir_if_there(path)?;
+    create_new_dir(path)
+}
+
 /// A directory was made in `parent`: its entry is flushed, so that a
 /// power cut cannot lose a directory a record already names (a run's, an
 /// agent's, a checkout's). Directories are made a few per agent, so this

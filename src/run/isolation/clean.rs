@@ -5,17 +5,12 @@ use std::path::{Path, PathBuf};
 
 use super::keep::KEPT;
 use super::{layered, thin};
+use crate::fsutil::remove_dir_if_there;
 use crate::git::{Git, GitError, Place};
 use crate::record::IsolationRecord;
 
 pub(super) fn remove_all(dirs: &[PathBuf]) -> std::io::Result<()> {
-    for dir in dirs {
-        match std::fs::remove_dir_all(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
+    dirs.iter().try_for_each(|dir| remove_dir_if_there(dir))
 }
 
 /// Removes every checkout left in `run_dir` (those of steps that did not

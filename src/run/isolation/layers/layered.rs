@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::upper::Markers;
+use crate::fsutil::remove_dir_if_there;
 use crate::git::{Git, Place};
 use crate::protocol::{OverlayLayers, UpperLayer};
 use crate::run::isolation::landing::lineage::Since;
@@ -318,10 +319,7 @@ impl Bases {
         off_runtime(move || {
             crate::fsutil::nofollow::create_dir_all(&parent).map_err(io(&parent))?;
             // What a troupe killed while writing it left: the run's own.
-            match std::fs::remove_dir_all(&made) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&made)(e)),
-                _ => crate::fsutil::nofollow::create_new_dir(&made).map_err(io(&made)),
-            }
+            crate::fsutil::nofollow::remake_dir(&made).map_err(io(&made))
         })
         .await?;
         let _ = std::fs::remove_file(&index);
@@ -366,10 +364,7 @@ impl Bases {
         let bases = self.dir.clone();
         let thin = self.thin.as_ref().map(|thin| thin.dir.clone());
         let removed = tokio::task::spawn_blocking(move || {
-            match std::fs::remove_dir_all(&bases) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err((bases, e)),
-                _ => {}
-            }
+            remove_dir_if_there(&bases).map_err(|e| (bases, e))?;
             match thin {
                 Some(thin) => super::thin::remove(&thin).map_err(|e| (thin, e)),
                 None => Ok(()),
@@ -475,13 +470,8 @@ pub fn give_to_agents(dir: &Path) -> Result<(), IsolationError> {
 /// directories only the kernel opens (mode 0), which are opened up first.
 pub fn remove_layers(upper: &Path, work: &Path) -> std::io::Result<()> {
     crate::fsutil::open_up_dirs(work);
-    for dir in [upper, work] {
-        match std::fs::remove_dir_all(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
+    remove_dir_if_there(upper)?;
+    remove_dir_if_there(work)
 }
 
 /// Empties the work directory of an attempt whose worker is gone. Its

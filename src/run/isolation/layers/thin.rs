@@ -184,10 +184,7 @@ pub async fn write(
     let made = (dir.to_path_buf(), seed.to_path_buf(), index.to_path_buf());
     let seeded = off_runtime(move || {
         let (dir, seed, index) = made;
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&dir)(e)),
-            _ => crate::fsutil::nofollow::create_new_dir(&dir).map_err(io(&dir))?,
-        };
+        crate::fsutil::nofollow::remake_dir(&dir).map_err(io(&dir))?;
         let _ = std::fs::remove_file(&index);
         Ok(std::fs::copy(&seed, &index).is_ok())
     })
