@@ -92,44 +92,33 @@ pub fn load(
         .map_err(|e| fail(format!("cannot read run.json: {e}")))?;
     let mut record: RunRecord =
         serde_json::from_str(&text).map_err(|e| fail(format!("run.json is not valid: {e}")))?;
-    let plan_path = run_dir.join("plan.json");
-    if record.steps.is_empty() {
-        // Ended before its plan reached run.json: planned again, from the
-        // plan.json it wrote first if it got that far.
-        let written = match crate::fsutil::read_record(&plan_path) {
-            Ok(text) => Some(
-                parse_plan(&text)
-                    .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?,
-            ),
-            Err(_) => None,
-        };
-        if let (Some(written), Some(given)) = (&written, plan_file)
-            && written.steps != given.steps
-        {
-            return Err(fail(
-                "the plan given with --plan is not this run's plan; start a new run with it instead"
-                    .to_string(),
-            ));
-        }
-        let plan = written.or_else(|| plan_file.cloned());
-        return Ok(Resumed::Unplanned { record, plan });
-    }
-    let plan_text = crate::fsutil::read_record(&plan_path)
-        .map_err(|e| fail(format!("cannot read plan.json: {e}")))?;
-    let plan = parse_plan(&plan_text)
-        .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?;
-    if !same_steps(&plan, &record) {
+    // A run that ended before its plan reached run.json is planned again,
+    // from the plan.json it wrote first if it got that far.
+    let planned = !record.steps.is_empty();
+    let written = match crate::fsutil::read_record(&run_dir.join("plan.json")) {
+        Ok(text) => Some(
+            parse_plan(&text)
+                .map_err(|e| fail(format!("its plan.json is no longer valid: {e}")))?,
+        ),
+        Err(e) if planned => return Err(fail(format!("cannot read plan.json: {e}"))),
+        Err(_) => None,
+    };
+    if planned && written.as_ref().is_some_and(|plan| !same_steps(plan, &record)) {
         return Err(fail(
             "its plan.json changed since the run started; resuming would mix two plans. Start a new run with --plan".to_string(),
         ));
     }
-    if let Some(given) = plan_file
-        && given.steps != plan.steps
+    if let (Some(written), Some(given)) = (&written, plan_file)
+        && written.steps != given.steps
     {
         return Err(fail(
             "the plan given with --plan is not this run's plan; start a new run with it instead"
                 .to_string(),
         ));
+    }
+    if !planned {
+        let plan = written.or_else(|| plan_file.cloned());
+        return Ok(Resumed::Unplanned { record, plan });
     }
     if let Some(ran) = isolation_of(&record)
         && isolation != IsolationMode::Auto
