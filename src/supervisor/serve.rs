@@ -323,7 +323,7 @@ impl Served<'_, '_> {
                     if let Ok((id, answer)) = done {
                         let (result, error) = match answer {
                             Ok(result) => (Some(result), None),
-                            Err(error) => (None, Some(error)),
+                            Err(error) => (None, Some(error.to_string())),
                         };
                         let _ = to_child.send(ToChild::WebResult { id, result, error });
                     }

@@ -28,6 +28,7 @@ use crate::protocol::{
 };
 use crate::record::AgentTimings;
 use crate::telemetry::Span;
+use crate::web::WebError;
 
 /// The answers a child gets after its token cap is spent: its wrap-up turn
 /// and the two reminders of a model that does not finish.
@@ -84,7 +85,7 @@ pub(super) struct Served<'r, 'a> {
     pub(super) mcp_pending: JoinSet<(u64, Result<serde_json::Value, McpCallError>)>,
     /// The child's web calls that troupe is making for it, and how many
     /// it asked for.
-    pub(super) web_pending: JoinSet<(u64, Result<serde_json::Value, String>)>,
+    pub(super) web_pending: JoinSet<(u64, Result<serde_json::Value, WebError>)>,
     web_calls: u32,
     /// The pages troupe was asked to fetch for it: its `web_pages`, the
     /// parent's count as its tokens are.
@@ -417,19 +418,13 @@ impl<'r, 'a> Served<'r, 'a> {
         let span = self.run.span.child(tool.clone()).client();
         self.web_pending.spawn(async move {
             let result = match web {
-                None => Err("troupe reads the web for no agent of this run: it allows no host (--allow-web) and has no search backend".to_string()),
-                Some((_, access)) if !access.tools.contains(&tool) => Err(format!(
-                    "{tool} is not among this agent's tools (its task file offers {})",
-                    access.tools.join(", ")
-                )),
-                Some(_) if spent => Err(format!(
-                    "this agent made its {} web calls; no more are made",
-                    crate::web::CALLS_PER_AGENT
-                )),
-                Some((web, access)) => web.call(&access.rules, &tool, arguments).await.map_err(|e| {
-                    span.set("troupe.web.refused", e.refused());
-                    e.to_string()
+                None => Err(WebError::NoWeb),
+                Some((_, access)) if !access.tools.contains(&tool) => Err(WebError::NotOffered {
+                    offered: access.tools.join(", "),
+                    tool,
                 }),
+                Some(_) if spent => Err(WebError::AgentSpent),
+                Some((web, access)) => web.call(&access.rules, &tool, arguments).await,
             };
             traced(&span, &result);
             (id, result.map(|answer| answer.result))
@@ -670,7 +665,7 @@ pub(super) enum McpCallError {
 }
 
 /// A web call's span: what it reached, how it answered, how much came.
-fn traced(span: &Span, result: &Result<crate::web::Answer, String>) {
+fn traced(span: &Span, result: &Result<crate::web::Answer, WebError>) {
     match result {
         Ok(answer) => {
             match answer.status {
@@ -684,7 +679,10 @@ fn traced(span: &Span, result: &Result<crate::web::Answer, String>) {
             span.set("troupe.web.cached", answer.cached);
             span.succeed();
         }
-        Err(why) => span.fail(why.clone()),
+        Err(why) => {
+            span.set("troupe.web.refused", why.refused());
+            span.fail(why.to_string());
+        }
     }
     span.end();
 }

@@ -112,13 +112,24 @@ pub enum WebError {
     Search(String),
     #[error("this run made its {CALLS_PER_RUN} web calls; no more are made")]
     RunSpent,
+    #[error("this agent made its {CALLS_PER_AGENT} web calls; no more are made")]
+    AgentSpent,
+    #[error(
+        "troupe reads the web for no agent of this run: it allows no host (--allow-web) and has no search backend"
+    )]
+    NoWeb,
+    #[error("{tool} is not among this agent's tools (its task file offers {offered})")]
+    NotOffered { tool: String, offered: String },
 }
 
 impl WebError {
     /// Whether a rule or a bound refused it, for the trace, rather than
     /// the call failing on its own.
     pub fn refused(&self) -> bool {
-        matches!(self, WebError::Refused { .. } | WebError::RunSpent)
+        !matches!(
+            self,
+            WebError::BadCall(_) | WebError::Failed { .. } | WebError::Search(_)
+        )
     }
 }
 
