@@ -12,7 +12,6 @@
 //! that did not complete are replaced by the new plan.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -23,14 +22,12 @@ use tokio::sync::mpsc;
 use super::context::RunContext;
 use super::end::{EXIT_FAILED, RunEnd};
 use super::events::{Limit, RunEvent};
-use super::planner::{PlanFailure, Planner, ReplanContext};
+use super::planner::Planner;
 use super::recorder::Recorder;
-use super::replan::{replaced_by_replan, replan_input, replan_reason};
 use super::step::{ReviewOutcome, StepEnd, StepEvent, StepStart, run_step};
 use super::summary::summary_table;
-use crate::plan::{Plan, levels, render_tree};
 use crate::protocol::AgentRole;
-use crate::record::{AgentRecord, RunRecord, RunStatus, StepRecord, StepStatus};
+use crate::record::{AgentRecord, RunRecord, RunStatus, StepStatus};
 use crate::signal::StopCause;
 use crate::text::count;
 
@@ -62,52 +59,6 @@ impl<'c> Owner<'c> {
     pub fn emit(&mut self, event: RunEvent, update: impl FnOnce(&mut RunRecord)) {
         self.change(update);
         self.recorder.emit(&event, &self.record);
-    }
-
-    /// Says that the plan of `round`, saved as `file`, is ready, with
-    /// `update` to the record, and shows it.
-    pub fn plan_ready(
-        &mut self,
-        round: u32,
-        plan: &Plan,
-        file: &Path,
-        update: impl FnOnce(&mut RunRecord),
-    ) {
-        let event = RunEvent::PlanReady {
-            round,
-            summary: plan.summary.clone(),
-            steps: plan.steps.len(),
-            levels: levels(plan).len(),
-            file: self.ctx.show(file),
-        };
-        self.emit(event, update);
-        crate::console::progress(&render_tree(plan, |_| None));
-    }
-
-    /// Says that the planner gave no plan in `round`, with `update` to
-    /// the record; an answer that was no valid plan is saved for the user.
-    pub fn plan_failed(
-        &mut self,
-        round: u32,
-        failure: PlanFailure,
-        update: impl FnOnce(&mut RunRecord),
-    ) {
-        let event = match failure {
-            PlanFailure::NoAnswer(reason) => RunEvent::PlannerFailed { round, reason },
-            PlanFailure::Invalid { reason, answer } => {
-                let name = match round {
-                    0 => "invalid-plan.txt".to_string(),
-                    round => format!("invalid-replan-{round}.txt"),
-                };
-                let saved = self.ctx.show(&self.ctx.save_planner_answer(&name, &answer));
-                RunEvent::PlanInvalid {
-                    round,
-                    reason,
-                    saved,
-                }
-            }
-        };
-        self.emit(event, update);
     }
 
     /// `emit`, then waits until the record is on disk: an intent troupe
@@ -195,8 +146,7 @@ impl<'c> Owner<'c> {
                     let failed = !matches!(end, StepEnd::Completed | StepEnd::Unreviewed { accepted: true, .. });
                     self.finish_step(&id, end);
                     if failed && replan_due.is_none() {
-                        let accept = ctx.team.accept_unreviewed;
-                        match replan_reason(&self.record, ctx.team.max_replans, accept) {
+                        match self.replan_reason() {
                             Some(reason) => replan_due = Some(reason),
                             None => self.skip_dependents(&id),
                         }
@@ -541,7 +491,7 @@ impl<'c> Owner<'c> {
 
     /// Marks every pending step that depends on `failed`, directly or not,
     /// as skipped.
-    fn skip_dependents(&mut self, failed: &str) {
+    pub(super) fn skip_dependents(&mut self, failed: &str) {
         let mut blocked: HashSet<String> = [failed.to_string()].into();
         let mut skipped = Vec::new();
         let mut grew = true;
@@ -609,63 +559,6 @@ impl<'c> Owner<'c> {
                 step.reason = Some(reason);
             }
         });
-    }
-
-    /// Asks the Planner to plan the rest; the steps that did not complete
-    /// make way for the new ones. An answer that is not a valid plan is
-    /// saved, and the run goes on as if there had been no replan.
-    async fn replan(&mut self, planner: &mut Planner, reason: String) {
-        let accept = self.ctx.team.accept_unreviewed;
-        let round = self.record.replans + 1;
-        let input = replan_input(&self.record, accept);
-        self.emit(RunEvent::Replanning { round, reason }, |run| {
-            run.replans = round;
-        });
-        let plan = self.record.live_plan();
-        let context = ReplanContext {
-            goal: &self.record.goal,
-            plan: &plan,
-            failed: &input.failed,
-            completed: &input.completed,
-            taken: &input.taken,
-            done: &input.done,
-        };
-        let answer = planner.replan(&context).await;
-        match answer {
-            Ok(plan) => {
-                let file = self.ctx.run_dir.join(format!("replan-{round}.json"));
-                if let Err(e) = super::save_json(&file, &plan).await {
-                    crate::tell!("troupe: cannot save {}: {e}", file.display());
-                }
-                let replaced = replaced_by_replan(&self.record, accept);
-                let event = RunEvent::StepsReplaced {
-                    round,
-                    steps: replaced.clone(),
-                };
-                self.emit(event, |run| {
-                    for step in run.steps.iter_mut().filter(|s| replaced.contains(&s.id)) {
-                        step.status = StepStatus::Replaced;
-                        step.reason = Some(format!("replaced by replan {round}"));
-                    }
-                    run.steps
-                        .extend(plan.steps.iter().map(|s| StepRecord::new(s, round)));
-                });
-                self.plan_ready(round, &plan, &file, |_| {});
-            }
-            Err(failure) => {
-                self.plan_failed(round, failure, |_| {});
-                let failed: Vec<String> = self
-                    .record
-                    .steps
-                    .iter()
-                    .filter(|s| s.status.is_failure())
-                    .map(|s| s.id.clone())
-                    .collect();
-                for id in failed {
-                    self.skip_dependents(&id);
-                }
-            }
-        }
     }
 
     /// The run's status and exit code, recorded and shown.

@@ -103,7 +103,11 @@ pub fn load(
         Err(e) if planned => return Err(fail(format!("cannot read plan.json: {e}"))),
         Err(_) => None,
     };
-    if planned && written.as_ref().is_some_and(|plan| !same_steps(plan, &record)) {
+    if planned
+        && written
+            .as_ref()
+            .is_some_and(|plan| !same_steps(plan, &record))
+    {
         return Err(fail(
             "its plan.json changed since the run started; resuming would mix two plans. Start a new run with --plan".to_string(),
         ));

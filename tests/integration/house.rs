@@ -1,9 +1,10 @@
 //! The rules of the code's layout, read from `src/` as a reader would:
 //! no two files import each other, however far round (a circle means two
 //! files that can only be understood, or changed, together), and the
-//! layering `lib.rs` states holds. A module's own file reaching into its
-//! submodules is the tree, not an import; a name a module re-exports
-//! (`pub use self::child::Name`) counts as the file that defines it.
+//! layering `lib.rs` states holds, and no file is over 800 lines. A
+//! module's own file reaching into its submodules is the tree, not an
+//! import; a name a module re-exports (`pub use self::child::Name`)
+//! counts as the file that defines it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -281,6 +282,36 @@ fn the_layers_import_only_downwards() {
         }
     }
     assert!(crossed.is_empty(), "{}", crossed.join("\n"));
+}
+
+/// No file of `src/` or `bin/` is over 800 lines, tests in it included:
+/// a file that long holds more than one job.
+#[test]
+fn no_file_is_over_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    let mut read = 0;
+    for dir in ["src", "bin"] {
+        for entry in walkdir::WalkDir::new(root.join(dir)) {
+            let path = entry.unwrap().into_path();
+            if path.extension().is_some_and(|ext| ext == "rs") {
+                read += 1;
+                let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+                if lines > 800 {
+                    long.push(format!("{}: {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        read > 100,
+        "the reading found too little to judge: {read} files"
+    );
+    assert!(
+        long.is_empty(),
+        "files over 800 lines:\n{}",
+        long.join("\n")
+    );
 }
 
 /// The reading itself, on a circle made for it: a test that cannot fail
