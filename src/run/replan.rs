@@ -33,7 +33,7 @@ impl Owner<'_> {
 
     /// Says that the plan of `round`, saved as `file`, is ready, with
     /// `update` to the record, and shows it.
-    pub fn plan_ready(
+    pub(super) fn plan_ready(
         &mut self,
         round: u32,
         plan: &Plan,
@@ -53,7 +53,7 @@ impl Owner<'_> {
 
     /// Says that the planner gave no plan in `round`, with `update` to
     /// the record; an answer that was no valid plan is saved for the user.
-    pub fn plan_failed(
+    pub(super) fn plan_failed(
         &mut self,
         round: u32,
         failure: PlanFailure,
@@ -66,9 +66,8 @@ impl Owner<'_> {
                     0 => "invalid-plan.txt".to_string(),
                     round => format!("invalid-replan-{round}.txt"),
                 };
-                let saved = self
-                    .context()
-                    .show(&self.context().save_planner_answer(&name, &answer));
+                let ctx = self.context();
+                let saved = ctx.show(&ctx.save_planner_answer(&name, &answer));
                 RunEvent::PlanInvalid {
                     round,
                     reason,
@@ -83,7 +82,8 @@ impl Owner<'_> {
     /// make way for the new ones. An answer that is not a valid plan is
     /// saved, and the run goes on as if there had been no replan.
     pub(super) async fn replan(&mut self, planner: &mut Planner, reason: String) {
-        let accept = self.context().team.accept_unreviewed;
+        let ctx = self.context();
+        let accept = ctx.team.accept_unreviewed;
         let round = self.record().replans + 1;
         let input = replan_input(self.record(), accept);
         self.emit(RunEvent::Replanning { round, reason }, |run| {
@@ -101,7 +101,7 @@ impl Owner<'_> {
         let answer = planner.replan(&context).await;
         match answer {
             Ok(plan) => {
-                let file = self.context().run_dir.join(format!("replan-{round}.json"));
+                let file = ctx.run_dir.join(format!("replan-{round}.json"));
                 if let Err(e) = super::save_json(&file, &plan).await {
                     crate::tell!("troupe: cannot save {}: {e}", file.display());
                 }
