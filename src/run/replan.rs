@@ -4,7 +4,6 @@
 //! the completed steps with their results; and the Planner's answers,
 //! the first plan's and each replan's, recorded by the owner.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use super::events::RunEvent;
@@ -85,18 +84,23 @@ impl Owner<'_> {
         let ctx = self.context();
         let accept = ctx.team.accept_unreviewed;
         let round = self.record().replans + 1;
-        let input = replan_input(self.record(), accept);
         self.emit(RunEvent::Replanning { round, reason }, |run| {
             run.replans = round;
         });
-        let plan = self.record().live_plan();
+        let run = self.record();
+        let plan = run.live_plan();
         let context = ReplanContext {
-            goal: &self.record().goal,
+            goal: &run.goal,
             plan: &plan,
-            failed: &input.failed,
-            completed: &input.completed,
-            taken: &input.taken,
-            done: &input.done,
+            failed: &describe_failures(run),
+            completed: &describe_completed(run, accept),
+            taken: &run.steps.iter().map(|s| s.id.clone()).collect(),
+            done: &run
+                .steps
+                .iter()
+                .filter(|s| s.is_done(accept))
+                .map(|s| s.id.clone())
+                .collect(),
         };
         let answer = planner.replan(&context).await;
         match answer {
@@ -134,30 +138,6 @@ impl Owner<'_> {
                 }
             }
         }
-    }
-}
-
-/// What the Planner is given for a replan.
-struct ReplanInput {
-    pub failed: String,
-    pub completed: String,
-    /// Every step id of the run: a new step may take none of them.
-    pub taken: HashSet<String>,
-    /// The ids of the steps that are done: new steps may depend on these.
-    pub done: HashSet<String>,
-}
-
-fn replan_input(run: &RunRecord, accept: bool) -> ReplanInput {
-    ReplanInput {
-        failed: describe_failures(run),
-        completed: describe_completed(run, accept),
-        taken: run.steps.iter().map(|s| s.id.clone()).collect(),
-        done: run
-            .steps
-            .iter()
-            .filter(|s| s.is_done(accept))
-            .map(|s| s.id.clone())
-            .collect(),
     }
 }
 
