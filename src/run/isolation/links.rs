@@ -112,58 +112,45 @@ struct Walk {
 /// Follows `link` through `links` as the kernel would, from the directory
 /// it is in: a `..` at the top, or an absolute target, leaves the tree.
 fn walk(links: &HashMap<PathBuf, PathBuf>, link: &Path) -> Walk {
-    let mut at: Vec<&OsStr> = Vec::new();
+    let mut at: Vec<&OsStr> = link.parent().into_iter().flatten().collect();
     let mut through = vec![link.to_path_buf()];
-    let Some(start) = links.get(link) else {
-        return Walk {
-            leaves: false,
-            through,
-        };
-    };
-    if let Some(dir) = link.parent() {
-        at.extend(dir.iter());
-    }
-    let mut pending: Vec<Component> = start.components().rev().collect();
+    let mut pending: Vec<Component> = links
+        .get(link)
+        .into_iter()
+        .flat_map(|t| t.components().rev())
+        .collect();
     let mut hops = 0;
-    while let Some(component) = pending.pop() {
-        match component {
-            Component::RootDir | Component::Prefix(_) => {
-                return Walk {
-                    leaves: true,
-                    through,
-                };
-            }
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if at.pop().is_none() {
-                    return Walk {
-                        leaves: true,
-                        through,
+    let leaves = 'walk: {
+        while let Some(component) = pending.pop() {
+            match component {
+                Component::RootDir | Component::Prefix(_) => break 'walk true,
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if at.pop().is_none() {
+                        break 'walk true;
+                    }
+                }
+                Component::Normal(name) => {
+                    at.push(name);
+                    let here: PathBuf = at.iter().collect();
+                    let Some(target) = links.get(&here) else {
+                        continue;
                     };
+                    hops += 1;
+                    if hops > MAX_HOPS {
+                        break;
+                    }
+                    at.pop();
+                    if !through.contains(&here) {
+                        through.push(here);
+                    }
+                    pending.extend(target.components().rev());
                 }
-            }
-            Component::Normal(name) => {
-                at.push(name);
-                let here: PathBuf = at.iter().collect();
-                let Some(target) = links.get(&here) else {
-                    continue;
-                };
-                hops += 1;
-                if hops > MAX_HOPS {
-                    break;
-                }
-                at.pop();
-                if !through.contains(&here) {
-                    through.push(here);
-                }
-                pending.extend(target.components().rev());
             }
         }
-    }
-    Walk {
-        leaves: false,
-        through,
-    }
+        false
+    };
+    Walk { leaves, through }
 }
 
 /// Why `link` is refused, in words.
