@@ -96,27 +96,13 @@ impl Worktrees {
     }
 
     /// Lands `batch` in order on `head`, and answers each once the branch
-    /// is where the batch left it (a conflict's retry starts from there).
+    /// is where the batch left it (a conflict's retry starts from there),
+    /// a landed one once the tip names the branch's new head.
     /// A change that nothing landed beside since its base waits in a chain
     /// for the next one that must be merged, or for the batch's end, and
     /// the chain is written at once (`chain`).
     async fn land_together(&self, head: &mut Head, batch: Vec<Waiting>) {
         let mut conflicts = Vec::new();
-        self.land_batch(head, batch, &mut conflicts).await;
-        for (waiting, conflict) in conflicts {
-            let _ = waiting.answer.send(Ok(Landing::Conflicted(conflict)));
-        }
-    }
-
-    /// `land_together` but for the conflicts, which it leaves in
-    /// `conflicts`; answers every other change of `batch`, a landed one
-    /// once the tip names the branch's new head.
-    async fn land_batch(
-        &self,
-        head: &mut Head,
-        batch: Vec<Waiting>,
-        conflicts: &mut Vec<(Waiting, Conflict)>,
-    ) {
         let from = head.clone();
         let mut made: Vec<Made> = Vec::new();
         let mut chained: Vec<Waiting> = Vec::new();
@@ -150,25 +136,27 @@ impl Worktrees {
             }
         }
         self.land_chain(head, chained, &mut made).await;
-        if made.is_empty() {
-            return;
+        if !made.is_empty() {
+            match self.move_branch(&from.commit, &head.commit, &made).await {
+                Ok(()) => {
+                    self.tip.send_replace(head.tip());
+                    for Made { waiting, intent } in made {
+                        let _ = waiting.answer.send(Ok(Landing::Landed(intent.to)));
+                    }
+                }
+                Err(e) => {
+                    *head = from;
+                    let said = e.to_string();
+                    for Made { waiting, .. } in made {
+                        let _ = waiting
+                            .answer
+                            .send(Err(IsolationError::Landing(said.clone())));
+                    }
+                }
+            }
         }
-        match self.move_branch(&from.commit, &head.commit, &made).await {
-            Ok(()) => {
-                self.tip.send_replace(head.tip());
-                for Made { waiting, intent } in made {
-                    let _ = waiting.answer.send(Ok(Landing::Landed(intent.to)));
-                }
-            }
-            Err(e) => {
-                *head = from;
-                let said = e.to_string();
-                for Made { waiting, .. } in made {
-                    let _ = waiting
-                        .answer
-                        .send(Err(IsolationError::Landing(said.clone())));
-                }
-            }
+        for (waiting, conflict) in conflicts {
+            let _ = waiting.answer.send(Ok(Landing::Conflicted(conflict)));
         }
     }
 
