@@ -48,6 +48,9 @@ pub struct RateCaps {
 /// rather than hang the run.
 pub const LONGEST_WAIT: Duration = super::retry::MAX_RETRY_AFTER;
 
+/// The most a shared pause file holds: milliseconds since 1970, and room.
+const PAUSE_FILE_MOST: u64 = 32;
+
 /// How long the first request goes alone before the others go anyway.
 const FIRST_ALONE: Duration = Duration::from_secs(2);
 
@@ -135,10 +138,14 @@ impl Governor {
     }
 
     /// The pause another process of the workspace wrote, if one is on:
-    /// read as every record troupe reads back is, a regular file through
-    /// no link and bounded, since any process there may have written it.
+    /// a regular file reached through no link, of a time's few digits (it
+    /// is read before every request, and any process there may have
+    /// written it, as large as it liked).
     fn shared_pause(&self) -> Option<Instant> {
-        let text = crate::fsutil::read_record(self.shared.as_ref()?).ok()?;
+        let (text, more) = crate::fsutil::read_head(self.shared.as_ref()?, PAUSE_FILE_MOST).ok()?;
+        if more {
+            return None;
+        }
         let until = UNIX_EPOCH + Duration::from_millis(text.trim().parse().ok()?);
         let left = until.duration_since(SystemTime::now()).ok()?;
         Some(Instant::now() + left.min(LONGEST_WAIT))
@@ -155,7 +162,7 @@ impl Governor {
             return;
         };
         if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::fsutil::nofollow::create_dir_all(dir);
         }
         let millis = millis.as_millis().to_string();
         let _ = crate::fsutil::write_atomic(path, millis.as_bytes(), Durability::Atomic);
