@@ -83,15 +83,7 @@ pub fn split_paths(value: &str) -> Vec<std::path::PathBuf> {
 /// An amount of dollars from its flag, else from `env` or its file key,
 /// checked as the flag is.
 pub fn money(flag: Option<f64>, lookup: &dyn Lookup, env: &str) -> Result<Option<f64>, String> {
-    if flag.is_some() {
-        return Ok(flag);
-    }
-    lookup
-        .get(env)
-        .map(|sourced| {
-            numbers::dollars(&sourced.value).map_err(|e| format!("{}: {e}", sourced.origin))
-        })
-        .transpose()
+    pick_with(flag, lookup, env, numbers::dollars)
 }
 
 /// `flag`, or else the setting `env` from `lookup`, parsed as the flag
@@ -101,15 +93,23 @@ where
     T: FromStr,
     T::Err: std::fmt::Display,
 {
+    pick_with(flag, lookup, env, |text| {
+        text.parse().map_err(|e: T::Err| e.to_string())
+    })
+}
+
+/// `pick`, the setting parsed by `parse`.
+pub fn pick_with<T>(
+    flag: Option<T>,
+    lookup: &dyn Lookup,
+    env: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, String> {
     if flag.is_some() {
         return Ok(flag);
     }
-    match lookup.get(env) {
-        None => Ok(None),
-        Some(sourced) => sourced
-            .value
-            .parse()
-            .map(Some)
-            .map_err(|e| format!("{}: {e}", sourced.origin)),
-    }
+    lookup
+        .get(env)
+        .map(|sourced| parse(&sourced.value).map_err(|e| format!("{}: {e}", sourced.origin)))
+        .transpose()
 }

@@ -156,15 +156,10 @@ impl RoleFlags {
 
 /// A cap from its flag, variable or file key, which must be above zero.
 fn positive(flag: Option<u32>, lookup: &dyn Lookup, env: &str) -> Result<Option<u32>, String> {
-    match pick(flag, lookup, env)? {
-        Some(0) => {
-            let origin = lookup
-                .get(env)
-                .map_or_else(|| env.to_string(), |s| s.origin);
-            Err(format!("{origin}: must be at least 1"))
-        }
-        cap => Ok(cap),
-    }
+    super::pick_with(flag, lookup, env, |text| match text.parse::<u32>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        parsed => parsed.map_err(|e| e.to_string()),
+    })
 }
 
 /// Why a cap in money (`flag`) cannot hold for `model`.
